@@ -1,0 +1,56 @@
+"""Toy tasks that mirror the paper's three: summarisation, code generation, question answering.
+
+Each task module (data/summarize.py, data/codegen.py, data/qa.py) exposes the same small interface:
+
+    NAME: str                      # "summarize" | "code" | "qa"
+    PRIMARY: str                   # the key of metrics() that the experiment reports
+    FLAW_RATES: dict[str, float]   # chance that a demonstration carries each flaw kind
+    make_examples(n, seed) -> list[Example]         # seeded, deterministic
+    metrics(example, response) -> dict[str, float]  # independent of any learned model
+    critique(example, response) -> dict             # the programmatic annotator (see below)
+
+critique() plays the paper's GPT-4o annotator and returns the paper's annotation shape:
+    {"textual_feedback": str, "good_spans": [str], "poor_spans": [str]}
+where every span is quoted verbatim from the response (align.py turns them into token rewards).
+
+Demonstrations (the SFT targets) are deliberately imperfect: each flaw kind is injected at the rate
+its module's FLAW_RATES documents, so that RL has something to fix. The reference answer is always
+correct and is what the metric compares against.
+"""
+from dataclasses import dataclass, field
+
+SPLITS = ("train", "validation", "test")
+
+
+@dataclass
+class Example:
+    prompt: str                # what the policy sees
+    reference: str             # a correct answer; metrics compare against it
+    demonstration: str         # the SFT target: the reference, possibly with injected flaws
+    flaws: list = field(default_factory=list)  # flaw kinds injected into the demonstration
+    facts: dict = field(default_factory=dict)  # task ground truth the critic reads (JSON-safe)
+
+
+def get_task(name):
+    """The task module called `name`."""
+    from data import codegen, qa, summarize
+    tasks = {m.NAME: m for m in (summarize, codegen, qa)}
+    if name not in tasks:
+        raise ValueError(f"unknown task {name!r}; choose one of {', '.join(tasks)}")
+    return tasks[name]
+
+
+def make_splits(task, sizes, seed=0):
+    """{split: [Example]} with no prompt shared between splits.
+
+    sizes: {"train": n, "validation": n, "test": n}. Held-out splits are drawn first and any
+    training example whose prompt also appears in a held-out split is dropped, so the reported
+    metrics are never measured on a prompt the policy was trained on.
+    """
+    splits, held_out = {}, set()
+    for k, split in enumerate(("test", "validation", "train")):
+        examples = task.make_examples(sizes[split], seed=seed * 1000 + k)
+        examples = [e for e in examples if e.prompt not in held_out]
+        held_out.update(e.prompt for e in examples)
+        splits[split] = examples
+    return {s: splits[s] for s in SPLITS}

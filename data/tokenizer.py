@@ -1,0 +1,117 @@
+"""A byte-level BPE tokenizer trained on the toy tasks' text, with character offsets for every token.
+
+Byte-level means any string round-trips exactly (unicode, tabs, runs of spaces): tokens are pieces
+of the UTF-8 bytes. A consequence worth knowing: one multi-byte character may be split over several
+tokens, which then share that character's offset range.
+
+Special tokens (ids fixed by their order in SPECIALS):
+    <|pad|>       padding; never a training target, distinct from EOS
+    <|bos|>       starts every sequence
+    <|eos|>       ends a response (and a critique)
+    <|response|>  separates the prompt from the response
+    <|critique|>  separates the response from the critique (reward model)
+    <|span|>      separates the critique from the re-read response (reward model)
+
+Sequences are built by concatenating the ids of their parts, e.g. for the policy:
+    <|bos|> prompt <|response|> response <|eos|>
+so a response's token ids, and their offsets, are the same wherever the response appears.
+"""
+import codecs
+import json
+
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import decoders, models, pre_tokenizers, trainers
+
+SPECIALS = ["<|pad|>", "<|bos|>", "<|eos|>", "<|response|>", "<|critique|>", "<|span|>"]
+
+
+def _byte_of_symbol():
+    """Inverse of byte-level BPE's byte -> printable-symbol table (printable bytes map to
+    themselves; the rest to code points from 256 up, in byte order)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    symbols, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            symbols[chr(b)] = b
+        else:
+            symbols[chr(256 + extra)] = b
+            extra += 1
+    return symbols
+
+
+class Tokenizer:
+    def __init__(self, hf_tokenizer):
+        self.hf = hf_tokenizer
+        self.vocab_size = hf_tokenizer.get_vocab_size()
+        self.pad_id, self.bos_id, self.eos_id, self.response_id, self.critique_id, self.span_id = (
+            hf_tokenizer.token_to_id(s) for s in SPECIALS)
+        self._byte_of_symbol = _byte_of_symbol()
+
+    @classmethod
+    def train(cls, texts, vocab_size=1024):
+        """Learn merges from an iterable of strings."""
+        hf = HFTokenizer(models.BPE())
+        hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        hf.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        hf.train_from_iterator(texts, trainer)
+        return cls(hf)
+
+    def to_json(self):
+        return self.hf.to_str()
+
+    @classmethod
+    def from_json(cls, text):
+        return cls(HFTokenizer.from_str(text))
+
+    def save(self, path):
+        with open(path, "w") as f:
+            f.write(self.to_json())
+
+    def encode(self, text):
+        """Token ids of plain text (special-token strings in the text are not treated as special)."""
+        return self.hf.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids):
+        """Text of ids; special tokens are dropped, so decode(encode(t)) == t."""
+        return self.hf.decode([i for i in ids if i >= len(SPECIALS)], skip_special_tokens=True)
+
+    def offsets(self, ids):
+        """(start, end) character range of each token in decode(ids), for any id sequence,
+        including ones the policy sampled (which need not be what encode() would produce).
+
+        A token stands for some bytes; its range covers every character one of those bytes belongs
+        to. Special tokens get an empty range at their position.
+        """
+        token_bytes = [b"" if i < len(SPECIALS) else bytes(self._byte_of_symbol[s] for s in self.hf.id_to_token(i))
+                       for i in ids]
+        # char_of_byte[k]: the character of decode(ids) that byte k ends up in. An incremental
+        # UTF-8 decoder emits a character once its last byte arrives; the bytes waiting until then
+        # belong to it (invalid bytes become one U+FFFD each, as in decode()).
+        decoder, char_of_byte, waiting, n_chars = codecs.getincrementaldecoder("utf-8")("replace"), [], 0, 0
+        for byte in b"".join(token_bytes):
+            waiting += 1
+            out = decoder.decode(bytes([byte]))
+            if out:
+                char_of_byte += [n_chars] * (waiting - 1) + [n_chars + len(out) - 1]
+                n_chars, waiting = n_chars + len(out), 0
+        char_of_byte += [n_chars] * waiting
+        spans, k = [], 0
+        for b in token_bytes:
+            start = char_of_byte[k] if k < len(char_of_byte) else n_chars
+            spans.append((start, char_of_byte[k + len(b) - 1] + 1) if b else (start, start))
+            k += len(b)
+        return spans
+
+
+def training_texts(splits):
+    """Every string the models will read or write: prompts, references and demonstrations."""
+    for examples in splits.values():
+        for e in examples:
+            yield from (e.prompt, e.reference, e.demonstration)
+
+
+def tokenizer_config(tokenizer):
+    """A small JSON-safe summary for logs and results."""
+    return json.loads(json.dumps({"vocab_size": tokenizer.vocab_size, "specials": SPECIALS}))

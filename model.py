@@ -1,0 +1,189 @@
+"""A small GPT: the policy, the reference policy and the reward model's trunk.
+
+Pre-LayerNorm decoder blocks, causal attention through scaled_dot_product_attention, learned
+positions, output projection tied to the token embedding. forward() returns the hidden states and
+the logits of every position, because PPO and the reward model read every position, not only the
+last one.
+
+Padding: a batch may be left-padded (generation, PPO) or right-padded (SFT). With an
+attention_mask, positions are counted over real tokens only and padded keys are never attended to,
+so a sequence gets the same numbers whatever its padding (tests/test_model.py checks this).
+
+Left out on purpose: dropout in use (RL needs none, and the toy data is plentiful), weight decay
+groups, flash-attention switches, mixed precision, any parallelism.
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 1024  # tokenizer's vocabulary, special tokens included
+    block_size: int = 256   # longest sequence (prompt + response) the positions cover
+    n_layer: int = 4        # transformer blocks
+    n_head: int = 4         # attention heads per block
+    n_embd: int = 128       # width of the residual stream; must divide by n_head
+
+
+class KVCache:
+    """Keys and values of every layer for the tokens seen so far, so that each new token costs one
+    position of compute instead of re-running the whole sequence."""
+
+    def __init__(self, config, batch_size, max_len, device, dtype=torch.float32):
+        shape = (config.n_layer, batch_size, config.n_head, max_len, config.n_embd // config.n_head)
+        self.k = torch.zeros(shape, device=device, dtype=dtype)
+        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.length = 0  # positions filled
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.n_head = config.n_head
+        self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd)
+        self.proj = nn.Linear(config.n_embd, config.n_embd)
+
+    def forward(self, x, mask, cache, layer):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+        if cache is not None:
+            start = cache.length
+            cache.k[layer, :, :, start:start + T] = k
+            cache.v[layer, :, :, start:start + T] = v
+            k, v = cache.k[layer, :, :, :start + T], cache.v[layer, :, :, :start + T]  # (B, H, S, D)
+        if mask is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class Block(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd)
+        self.mlp = nn.Sequential(nn.Linear(config.n_embd, 4 * config.n_embd), nn.GELU(),
+                                 nn.Linear(4 * config.n_embd, config.n_embd))
+
+    def forward(self, x, mask, cache, layer):
+        x = x + self.attn(self.ln_1(x), mask, cache, layer)
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wpe = nn.Embedding(config.block_size, config.n_embd)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.ln_f = nn.LayerNorm(config.n_embd)
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():
+            if name.endswith("attn.proj.weight") or name.endswith("mlp.2.weight"):
+                # residual branches scaled so the stream's variance does not grow with depth
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def num_params(self):
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, idx, attention_mask=None, cache=None):
+        """idx (B, T) token ids; attention_mask (B, S) with 1 for real tokens over every position
+        seen so far (S = cache.length + T), or None when nothing is padded; cache a KVCache or None.
+        Returns hidden (B, T, C) after the final LayerNorm and logits (B, T, V)."""
+        B, T = idx.shape
+        past = cache.length if cache is not None else 0
+        if past + T > self.config.block_size:
+            raise ValueError(f"sequence of {past + T} tokens is longer than block_size {self.config.block_size}")
+        if attention_mask is None and past == 0:
+            positions, mask = torch.arange(T, device=idx.device).expand(B, T), None  # plain causal
+        else:
+            if attention_mask is None:
+                attention_mask = torch.ones(B, past + T, dtype=torch.long, device=idx.device)
+            # Position = number of real tokens before this one, so left padding shifts nothing.
+            positions = (attention_mask.long().cumsum(1) - 1).clamp(min=0)[:, past:]
+            query = torch.arange(past, past + T, device=idx.device)[:, None]
+            key = torch.arange(past + T, device=idx.device)[None, :]
+            # (B, 1, T, S): causal and real keys only; a query may always see itself, so the rows
+            # of padding positions are never empty (an empty row would make softmax NaN).
+            mask = ((key <= query) & attention_mask.bool()[:, None, None, :]) | (key == query)
+        x = self.wte(idx) + self.wpe(positions)  # (B, T, C)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, mask, cache, layer)
+        if cache is not None:
+            cache.length += T
+        hidden = self.ln_f(x)
+        return hidden, hidden @ self.wte.weight.T  # tied output embedding: (B, T, V)
+
+
+def token_logprobs(logits, targets, temperature=1.0):
+    """log pi(target) under softmax(logits / temperature), without building the full log-softmax:
+    log pi(y) = z_y - logsumexp(z), z = logits / temperature.  (..., V), (...) -> (...)"""
+    z = logits.float() / temperature
+    return z.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(z, dim=-1)
+
+
+def left_pad(sequences, pad_id, device=None):
+    """Token-id lists -> (ids (B, P), attention_mask (B, P)), padded on the left."""
+    P = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), P), pad_id, dtype=torch.long)
+    mask = torch.zeros(len(sequences), P, dtype=torch.long)
+    for i, s in enumerate(sequences):
+        if s:
+            ids[i, P - len(s):] = torch.tensor(s)
+            mask[i, P - len(s):] = 1
+    return ids.to(device), mask.to(device)
+
+
+@torch.no_grad()
+def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, greedy=False, generator=None):
+    """Sample responses for a batch of prompts with a KV cache.
+
+    prompts: list of B token-id lists (different lengths are left-padded).
+    Returns (tokens, logprobs, mask), each (B, N) with N <= max_new_tokens:
+      tokens   sampled ids; after a sequence's EOS, pad_id
+      logprobs log pi(token) at `temperature` (the distribution that was sampled; for greedy
+               decoding, the distribution at `temperature` too)
+      mask     1 for real response tokens, the EOS included; 0 after it
+    """
+    device = next(model.parameters()).device
+    idx, attention_mask = left_pad(prompts, pad_id, device)
+    B, P = idx.shape
+    if P + max_new_tokens > model.config.block_size:
+        raise ValueError(f"prompt of {P} tokens plus {max_new_tokens} new tokens exceeds block_size "
+                         f"{model.config.block_size}")
+    cache = KVCache(model.config, B, P + max_new_tokens, device, next(model.parameters()).dtype)
+    logits = model(idx, attention_mask, cache)[1][:, -1]  # (B, V)
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+    tokens, logprobs, masks = [], [], []
+    for _ in range(max_new_tokens):
+        if greedy:
+            token = logits.argmax(-1)
+        else:
+            probs = torch.softmax(logits.float() / temperature, dim=-1)
+            token = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        alive = ~done
+        token = torch.where(alive, token, torch.full_like(token, pad_id))
+        tokens.append(token)
+        logprobs.append(token_logprobs(logits, token, temperature) * alive)
+        masks.append(alive.long())
+        done = done | (token == eos_id)
+        if done.all():
+            break
+        attention_mask = torch.cat([attention_mask, alive.long()[:, None]], dim=1)
+        logits = model(token[:, None], attention_mask, cache)[1][:, -1]
+    return torch.stack(tokens, 1), torch.stack(logprobs, 1), torch.stack(masks, 1)

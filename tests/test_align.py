@@ -1,0 +1,222 @@
+"""Tests for align.py. Offsets are written by hand so nothing here depends on a tokenizer."""
+
+import difflib
+import re
+
+import pytest
+
+from align import FUZZY_THRESHOLD, AnnotationError, align, find_span, parse_annotation, span_rewards
+
+# ------------------------------------------------------------------------------------------------
+# parse_annotation
+
+
+def test_dict_input_fills_missing_span_lists():
+    assert parse_annotation({"textual_feedback": "fine", "good_spans": ["a"]}) == {
+        "textual_feedback": "fine", "good_spans": ["a"], "poor_spans": []}
+
+
+@pytest.mark.parametrize("raw", [
+    '```json\n{"textual_feedback": "ok", "good_spans": ["a"]}\n```',
+    'Here is my annotation:\n```\n{"textual_feedback": "ok", "good_spans": ["a"]}\n```\nDone.',
+    '```JSON {"textual_feedback": "ok", "good_spans": ["a"]} ```',
+])
+def test_fenced_json(raw):
+    assert parse_annotation(raw) == {"textual_feedback": "ok", "good_spans": ["a"], "poor_spans": []}
+
+
+def test_trailing_commas_removed_but_not_inside_strings():
+    raw = '{"textual_feedback": "the list [1,] is wrong", "good_spans": ["a", "b",], "poor_spans": [],}'
+    assert parse_annotation(raw) == {
+        "textual_feedback": "the list [1,] is wrong", "good_spans": ["a", "b"], "poor_spans": []}
+
+
+def test_line_comments_removed_but_url_in_string_survives():
+    raw = (
+        '{\n'
+        '  // critique first\n'
+        '  "textual_feedback": "see http://example.org/a \\"quoted\\" // not a comment",\n'
+        '  "poor_spans": ["x >= 0"], // the comma before this comment is trailing\n'
+        '}'
+    )
+    assert parse_annotation(raw) == {
+        "textual_feedback": 'see http://example.org/a "quoted" // not a comment',
+        "good_spans": [],
+        "poor_spans": ["x >= 0"],
+    }
+
+
+def test_word_score_list_groups_runs_of_one_sign():
+    raw = {"textual_feedback": "ok", "word_score_list": [
+        ["The", 0], ["cat", 1], ["sat", 2.5], ["on", -1], ["the", -0.5], ["mat", 0], ["today", 1]]}
+    assert parse_annotation(raw) == {
+        "textual_feedback": "ok", "good_spans": ["cat sat", "today"], "poor_spans": ["on the"]}
+
+
+def test_word_score_list_with_sign_words():
+    raw = ('{"textual_feedback": "ok", "word_score_list": '
+           '[["a", "positive"], ["b", "negative"], ["c", "neutral"], ["d", "Negative"], ["e", "negative"]]}')
+    assert parse_annotation(raw) == {"textual_feedback": "ok", "good_spans": ["a"], "poor_spans": ["b", "d e"]}
+
+
+@pytest.mark.parametrize("raw, message", [
+    ('{"textual_feedback": "ok", ', "not valid JSON"),
+    ("no json here at all", "not valid JSON"),
+    ("{'textual_feedback': 'single quotes'}", "not valid JSON"),
+    ("[1, 2]", "must be a JSON object, got list"),
+    (42, "must be a JSON object, got int"),
+    ('{"good_spans": []}', "textual_feedback is missing"),
+    ('{"textual_feedback": 3}', "textual_feedback is missing or not a string"),
+    ('{"textual_feedback": "x", "good_spans": "a"}', "good_spans must be a list of strings"),
+    ('{"textual_feedback": "x", "poor_spans": [1]}', "poor_spans must be a list of strings"),
+    ('{"textual_feedback": "x", "word_score_list": [["a", "great"]]}', "word score must be"),
+    ('{"textual_feedback": "x", "word_score_list": [["a", true]]}', "word score must be"),
+    ('{"textual_feedback": "x", "word_score_list": [["a"]]}', "entry must be [word, score]"),
+    ('{"textual_feedback": "x", "word_score_list": [], "good_spans": []}', "both word_score_list"),
+])
+def test_unusable_annotations_raise_one_clear_error(raw, message):
+    with pytest.raises(AnnotationError, match=re.escape(message)) as info:
+        parse_annotation(raw)
+    assert "\n" not in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+# ------------------------------------------------------------------------------------------------
+# find_span
+
+
+def test_exact_match():
+    assert find_span("the cat sat", "cat") == (4, 7)
+
+
+def test_repeated_phrase_resolves_to_leftmost():
+    assert find_span("a cat and a cat", "cat") == (2, 5)
+    assert find_span("A CAT and A CAT", "a cat") == (0, 5)  # tier 2, still leftmost
+
+
+def test_exact_tier_beats_an_earlier_loose_match():
+    # "A Cat" at 0 only matches case-insensitively; the exact "a cat" at 10 is found first.
+    assert find_span("A Cat and a cat", "a cat") == (10, 15)
+
+
+def test_case_and_whitespace_insensitive_offsets_are_in_original_text():
+    text = "Return   the\tSum of x"
+    assert find_span(text, "return the sum") == (0, 16)
+    assert text[0:16] == "Return   the\tSum"
+    assert find_span(text, "  THE\n sum ") == (9, 16)
+
+
+def test_punctuation_difference_handled_by_fuzzy_tier():
+    text = "The loop stops early, before the end."
+    # window "stops early, before the end." vs phrase: 26 matching chars, ratio 2*26/(26+28) = 0.963
+    assert find_span(text, "stops early before the end") == (9, 37)
+    assert text[9:37] == "stops early, before the end."
+
+
+def test_phrase_below_threshold_is_not_placed():
+    text = "The loop stops early, before the end."
+    phrase = "stops late before an end"
+    # the whole clause shares 19 characters with the phrase: ratio 2*19/(24+28) = 0.731; no other
+    # window of 4-6 words does better, so nothing is placed
+    ratio = difflib.SequenceMatcher(None, phrase, "stops early, before the end.", autojunk=False).ratio()
+    assert ratio == pytest.approx(19 / 26)
+    assert ratio < FUZZY_THRESHOLD
+    assert find_span(text, phrase) is None
+
+
+def test_absent_phrase():
+    assert find_span("the cat sat", "dog") is None
+    assert find_span("the cat sat", "the function never returns") is None
+
+
+def test_unicode_offsets_are_str_indices():
+    text = "Zoë paid 3 €"
+    assert find_span(text, "3 €") == (9, 12)
+    assert find_span(text, "zoë PAID") == (0, 8)       # tier 2
+    assert find_span(text, "Zoe paid") == (0, 8)       # tier 3: ratio 2*7/16 = 0.875
+
+
+def test_empty_inputs():
+    assert find_span("", "cat") is None
+    assert find_span("the cat", "") is None
+    assert find_span("the cat", "  \n") is None
+
+
+# ------------------------------------------------------------------------------------------------
+# span_rewards
+
+HELLO = "hello world"
+HELLO_TOKENS = [(0, 5), (5, 11)]  # "hello", " world" (byte-level BPE keeps the space on the word)
+
+
+def test_partial_overlap_labels_the_whole_token():
+    assert span_rewards(HELLO_TOKENS, [(7, 9, -1.0)], HELLO) == [0.0, -1.0]  # span "rl"
+
+
+def test_leading_space_token():
+    assert span_rewards(HELLO_TOKENS, [(6, 11, 1.0)], HELLO) == [0.0, 1.0]   # span starts at "w"
+    assert span_rewards(HELLO_TOKENS, [(0, 6, 1.0)], HELLO) == [1.0, 0.0]    # span ends on the space
+
+
+def test_whitespace_only_and_empty_tokens_get_zero():
+    text = "a\n\nb"
+    offsets = [(0, 0), (0, 1), (1, 3), (3, 4)]  # special token, "a", "\n\n", "b"
+    assert span_rewards(offsets, [(0, 4, -1.0)], text) == [0.0, -1.0, 0.0, -1.0]
+
+
+def test_phrase_spanning_token_boundaries_keeps_punctuation_labelled():
+    text = "x >= 10"
+    offsets = [(0, 1), (1, 4), (4, 7)]  # "x", " >=", " 10"
+    span = find_span(text, ">= 1")
+    assert span == (2, 6)
+    assert span_rewards(offsets, [(*span, -1.0)], text) == [0.0, -1.0, -1.0]
+
+
+def test_overlapping_good_and_poor_spans_blame_wins():
+    text = "return x + 1"
+    offsets = [(0, 6), (6, 8), (8, 10), (10, 12)]  # "return", " x", " +", " 1"
+    spans = [(0, 8, 1.0), (7, 12, -1.0)]           # "return x" good, "x + 1" poor
+    assert span_rewards(offsets, spans, text) == [1.0, -1.0, -1.0, -1.0]
+    assert span_rewards(offsets, spans[::-1], text) == [1.0, -1.0, -1.0, -1.0]
+
+
+def test_multibyte_pieces_sharing_a_range_share_the_label():
+    text = "Zoë paid"
+    offsets = [(0, 2), (2, 3), (2, 3), (3, 8)]  # "Zo", two byte pieces of "ë", " paid"
+    assert span_rewards(offsets, [(2, 3, -1.0)], text) == [0.0, -1.0, -1.0, 0.0]
+    assert span_rewards(offsets, [(0, 3, 1.0)], text) == [1.0, 1.0, 1.0, 0.0]
+
+
+def test_no_tokens_or_no_spans():
+    assert span_rewards([], [(0, 1, 1.0)], "a") == []
+    assert span_rewards(HELLO_TOKENS, [], HELLO) == [0.0, 0.0]
+
+
+# ------------------------------------------------------------------------------------------------
+# align
+
+CAT = "The cat sat on the mat."
+CAT_TOKENS = [(0, 3), (3, 7), (7, 11), (11, 14), (14, 18), (18, 22), (22, 23)]
+#              "The"   " cat"  " sat"   " on"    " the"   " mat"    "."
+
+
+def test_align_hand_example():
+    annotation = {"textual_feedback": "Wrong place.", "good_spans": ["cat sat"],
+                  "poor_spans": ["the mat.", "a dog"]}
+    delta, stats = align(CAT, CAT_TOKENS, annotation)
+    # "cat sat" -> (4, 11); "the mat." -> (15, 23), the lowercase "the", not "The" at 0; "a dog" absent
+    assert delta == [0.0, 1.0, 1.0, 0.0, -1.0, -1.0, -1.0]
+    assert stats == {"spans": 3, "unaligned": 1, "labelled_tokens": 5, "tokens": 7}
+
+
+def test_align_from_raw_annotator_text():
+    raw = '```json\n{"textual_feedback": "ok", "good_spans": ["THE CAT",], // loose quote\n}\n```'
+    delta, stats = align(CAT, CAT_TOKENS, parse_annotation(raw))
+    assert delta == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    assert stats == {"spans": 1, "unaligned": 0, "labelled_tokens": 2, "tokens": 7}
+
+
+def test_align_empty_response():
+    delta, stats = align("", [], {"textual_feedback": "empty", "good_spans": ["x"], "poor_spans": []})
+    assert delta == []
+    assert stats == {"spans": 1, "unaligned": 1, "labelled_tokens": 0, "tokens": 0}

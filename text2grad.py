@@ -1,0 +1,225 @@
+"""text2grad: the experiment, end to end, on one toy task.
+
+    data -> tokenizer -> SFT policy -> evaluate
+
+Run `python text2grad.py --help` for the flags. Everything a run makes goes into --out:
+    tokenizer.json   the byte-level BPE tokenizer
+    sft.pt           the SFT policy checkpoint (weights, model config, tokenizer, step)
+    results.json     metrics per split, flaw statistics, wall time per stage
+    samples.jsonl    greedy test responses with the critic's annotation
+
+Simplifications, on purpose: one fixed learning-rate schedule, no gradient accumulation, no mixed
+precision; the whole dataset lives in memory (it is a few thousand short strings).
+"""
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+from dataclasses import asdict
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from data import get_task, make_splits
+from data.tokenizer import Tokenizer, training_texts
+from model import GPT, GPTConfig, generate
+
+# Sizes a run may pick with --preset. "small" is a first look that finishes in about two minutes.
+PRESETS = {
+    "default": dict(train=4000, validation=200, test=200, vocab_size=1024, sft_steps=1500, batch_size=32,
+                    lr=2e-3, model=dict(n_layer=4, n_head=4, n_embd=128)),
+    "small": dict(train=1500, validation=100, test=100, vocab_size=512, sft_steps=400, batch_size=32,
+                  lr=3e-3, model=dict(n_layer=2, n_head=4, n_embd=96)),
+}
+MAX_NEW_TOKENS = 64  # longest response the policy may write; demonstrations fit well inside
+
+
+def fail(message):
+    """Bad input ends the run with one line on stderr and exit status 2, never a traceback."""
+    print(f"text2grad: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def pick_device(name):
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        fail(f"--device {name} asked for, but torch sees no CUDA device; use --device cpu")
+    return name
+
+
+def atomic_save(obj, path):
+    """Write to a temporary file, then rename: an interrupted save never leaves a half-written file."""
+    tmp = f"{path}.tmp"
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def save_checkpoint(path, model, tokenizer, step):
+    atomic_save({"model": model.state_dict(), "config": asdict(model.config),
+                 "tokenizer": tokenizer.to_json(), "step": step}, path)
+
+
+def load_checkpoint(path, device="cpu"):
+    """(model, tokenizer, step) from a checkpoint written by save_checkpoint."""
+    ckpt = torch.load(path, map_location=device, weights_only=True)
+    model = GPT(GPTConfig(**ckpt["config"])).to(device)
+    model.load_state_dict(ckpt["model"])
+    return model, Tokenizer.from_json(ckpt["tokenizer"]), ckpt["step"]
+
+
+# ---------------------------------------------------------------------------------------------
+# SFT: next-token cross-entropy on the demonstrations, response tokens only
+
+def sft_batch(tokenizer, examples, device):
+    """<|bos|> prompt <|response|> demonstration <|eos|>, right-padded.
+    Returns inputs (B, T), targets (B, T) and loss_mask (B, T): 1 where the target is a response
+    token or the EOS. The prompt is context only; the policy is never trained to write it."""
+    rows = []
+    for e in examples:
+        prompt = [tokenizer.bos_id, *tokenizer.encode(e.prompt), tokenizer.response_id]
+        response = [*tokenizer.encode(e.demonstration), tokenizer.eos_id]
+        rows.append((prompt + response, len(prompt)))
+    T = max(len(r) for r, _ in rows) - 1
+    inputs = torch.full((len(rows), T), tokenizer.pad_id, dtype=torch.long)
+    targets = torch.full((len(rows), T), tokenizer.pad_id, dtype=torch.long)
+    loss_mask = torch.zeros(len(rows), T)
+    for i, (row, n_prompt) in enumerate(rows):
+        inputs[i, :len(row) - 1] = torch.tensor(row[:-1])
+        targets[i, :len(row) - 1] = torch.tensor(row[1:])
+        loss_mask[i, n_prompt - 1:len(row) - 1] = 1  # position n_prompt-1 predicts the first response token
+    return inputs.to(device), targets.to(device), loss_mask.to(device)
+
+
+def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed):
+    """AdamW with linear warm-up then cosine decay to 10% of lr. Returns the loss per step."""
+    rng = random.Random(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    warmup = max(1, steps // 20)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min((s + 1) / warmup, 0.1 + 0.45 * (
+        1 + math.cos(math.pi * min(1.0, s / steps)))))
+    model.train()
+    losses, bar = [], tqdm(range(steps), desc="sft", leave=False)
+    for _ in bar:
+        inputs, targets, loss_mask = sft_batch(tokenizer, rng.sample(examples, batch_size), device)
+        _, logits = model(inputs)
+        nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")
+        loss = (nll * loss_mask.flatten()).sum() / loss_mask.sum()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+    model.eval()
+    return losses
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation: greedy responses scored by the task metric and read by the critic
+
+def respond(model, tokenizer, prompts, greedy=True, temperature=1.0, batch_size=100, generator=None, desc="generate"):
+    """Response texts for prompt strings (decoded up to, not including, the EOS)."""
+    texts = []
+    for i in tqdm(range(0, len(prompts), batch_size), desc=desc, leave=False):
+        chunk = [[tokenizer.bos_id, *tokenizer.encode(p), tokenizer.response_id] for p in prompts[i:i + batch_size]]
+        tokens, _, mask = generate(model, chunk, MAX_NEW_TOKENS, tokenizer.eos_id, tokenizer.pad_id,
+                                   temperature=temperature, greedy=greedy, generator=generator)
+        for row, m in zip(tokens.tolist(), mask.tolist()):
+            texts.append(tokenizer.decode([t for t, keep in zip(row, m) if keep and t != tokenizer.eos_id]))
+    return texts
+
+
+def evaluate(task, model, tokenizer, examples):
+    """Mean task metrics of greedy responses, the share the critic blames, and the responses."""
+    responses = respond(model, tokenizer, [e.prompt for e in examples], desc="evaluate")
+    scores = [task.metrics(e, r) for e, r in zip(examples, responses)]
+    annotations = [task.critique(e, r) for e, r in zip(examples, responses)]
+    summary = {k: sum(s[k] for s in scores) / len(scores) for k in scores[0]}
+    summary["criticised"] = sum(bool(a["poor_spans"]) for a in annotations) / len(annotations)
+    return summary, responses, annotations
+
+
+def flaw_rates(examples):
+    """Measured share of demonstrations carrying each flaw kind, and of any flaw."""
+    kinds = sorted({f for e in examples for f in e.flaws})
+    rates = {k: sum(k in e.flaws for e in examples) / len(examples) for k in kinds}
+    rates["any"] = sum(bool(e.flaws) for e in examples) / len(examples)
+    return rates
+
+
+# ---------------------------------------------------------------------------------------------
+
+def run(args):
+    preset = PRESETS[args.preset]
+    device = pick_device(args.device)
+    task = get_task(args.task)
+    os.makedirs(args.out, exist_ok=True)
+    torch.manual_seed(args.seed)
+    timings, results = {}, {"task": task.NAME, "preset": args.preset, "seed": args.seed, "device": device}
+
+    start = time.time()
+    splits = make_splits(task, {s: preset[s] for s in ("train", "validation", "test")}, seed=args.seed)
+    tokenizer = Tokenizer.train(training_texts(splits), preset["vocab_size"])
+    tokenizer.save(os.path.join(args.out, "tokenizer.json"))
+    results["demonstration_flaw_rates"] = flaw_rates(splits["train"])
+    results["demonstration_score"] = sum(task.metrics(e, e.demonstration)[task.PRIMARY]
+                                         for e in splits["train"]) / len(splits["train"])
+    timings["data"] = time.time() - start
+
+    start = time.time()
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, **preset["model"])
+    model = GPT(config).to(device)
+    print(f"[{task.NAME}] policy: {model.num_params() / 1e6:.2f}M parameters, {len(splits['train'])} "
+          f"demonstrations ({results['demonstration_flaw_rates']['any']:.0%} flawed), device {device}")
+    losses = train_sft(model, tokenizer, splits["train"], preset["sft_steps"], preset["batch_size"],
+                       preset["lr"], device, args.seed)
+    save_checkpoint(os.path.join(args.out, "sft.pt"), model, tokenizer, preset["sft_steps"])
+    results["sft_final_loss"] = sum(losses[-50:]) / len(losses[-50:])
+    timings["sft"] = time.time() - start
+
+    start = time.time()
+    results["sft"] = {}
+    for split in ("validation", "test"):
+        results["sft"][split], responses, annotations = evaluate(task, model, tokenizer, splits[split])
+    with open(os.path.join(args.out, "samples.jsonl"), "w") as f:
+        for e, r, a in zip(splits["test"], responses, annotations):
+            f.write(json.dumps({"prompt": e.prompt, "response": r, "reference": e.reference, **a}) + "\n")
+    timings["evaluate"] = time.time() - start
+    results["wall_time_s"] = timings
+
+    tmp = os.path.join(args.out, "results.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(results, f, indent=2)
+    os.replace(tmp, os.path.join(args.out, "results.json"))
+
+    test = results["sft"]["test"]
+    print(f"[{task.NAME}] SFT test {task.PRIMARY} {test[task.PRIMARY]:.3f} (demonstrations score "
+          f"{results['demonstration_score']:.3f}; critic blames {test['criticised']:.0%} of responses); "
+          f"SFT {timings['sft']:.0f}s, total {sum(timings.values()):.0f}s -> {args.out}/results.json")
+    for e, r in list(zip(splits["test"], responses))[:3]:
+        print(f"  prompt:   {e.prompt}\n  response: {r}\n  critique: {task.critique(e, r)['textual_feedback']}")
+    return results
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", default="summarize", choices=["summarize", "code", "qa", "all"],
+                        help="toy task to run (default: summarize)")
+    parser.add_argument("--preset", default="default", choices=sorted(PRESETS), help="run size")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
+    parser.add_argument("--out", default="runs", help="output directory (one sub-folder per task)")
+    args = parser.parse_args(argv)
+    base = args.out
+    for name in (["summarize", "code", "qa"] if args.task == "all" else [args.task]):
+        run(argparse.Namespace(**{**vars(args), "task": name, "out": os.path.join(base, name)}))
+
+
+if __name__ == "__main__":
+    main()
