@@ -1,0 +1,87 @@
+"""model.py against independent computations: full recompute, unpadded runs, an fp64 log-softmax."""
+import pytest
+import torch
+
+from model import GPT, GPTConfig, KVCache, generate, left_pad, token_logprobs
+
+PAD, EOS = 0, 2
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=40, block_size=64, n_layer=2, n_head=2, n_embd=32)).eval()
+
+
+def test_kv_cache_logits_equal_full_recompute(model):
+    idx = torch.randint(3, 40, (2, 20))
+    _, full = model(idx)
+    cache = KVCache(model.config, 2, 20, "cpu")
+    chunks = [model(idx[:, :7], cache=cache)[1]]            # prefill 7 tokens at once
+    for t in range(7, 20):                                   # then one token at a time
+        chunks.append(model(idx[:, t:t + 1], cache=cache)[1])
+    torch.testing.assert_close(torch.cat(chunks, 1), full, atol=1e-5, rtol=0)
+
+
+def test_padded_batch_matches_unpadded_runs(model):
+    sequences = [[5, 6, 7, 8, 9, 10], [11, 12], [13, 14, 15, 16]]
+    idx, mask = left_pad(sequences, PAD)
+    _, logits = model(idx, mask)
+    for i, s in enumerate(sequences):
+        _, alone = model(torch.tensor([s]))
+        torch.testing.assert_close(logits[i, -len(s):], alone[0], atol=1e-5, rtol=0)
+    # right padding without a mask: causal attention already keeps pads out of earlier positions
+    right = torch.tensor([s + [PAD] * (6 - len(s)) for s in sequences])
+    _, logits = model(right)
+    for i, s in enumerate(sequences):
+        torch.testing.assert_close(logits[i, :len(s)], model(torch.tensor([s]))[1][0], atol=1e-5, rtol=0)
+
+
+def test_token_logprobs_match_fp64_log_softmax():
+    logits = torch.randn(3, 5, 50) * 4
+    targets = torch.randint(0, 50, (3, 5))
+    for temperature in (1.0, 0.7):
+        expected = torch.log_softmax(logits.double() / temperature, -1).gather(-1, targets[..., None])[..., 0]
+        torch.testing.assert_close(token_logprobs(logits, targets, temperature).double(), expected,
+                                   atol=1e-5, rtol=0)
+
+
+def test_sampler_logprobs_equal_training_path(model):
+    prompts = [[1, 5, 6, 7, 3], [1, 8, 3], [1, 9, 9, 9, 9, 9, 9, 3]]
+    generator = torch.Generator().manual_seed(1)
+    tokens, logprobs, mask = generate(model, prompts, 12, EOS, PAD, temperature=0.7, generator=generator)
+    # training path: one forward over prompt + response, left-padded prompts, no cache
+    idx, prompt_mask = left_pad(prompts, PAD)
+    _, logits = model(torch.cat([idx, tokens], 1), torch.cat([prompt_mask, mask], 1))
+    P = idx.shape[1]
+    recomputed = token_logprobs(logits[:, P - 1:-1], tokens, 0.7) * mask
+    torch.testing.assert_close(logprobs, recomputed, atol=1e-5, rtol=0)
+
+
+def test_sampling_stops_at_eos_per_sequence():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=6, block_size=64, n_layer=1, n_head=1, n_embd=8)).eval()
+    tokens, _, mask = generate(model, [[1, 3]] * 16, 30, EOS, PAD, generator=torch.Generator().manual_seed(0))
+    finished_early = 0
+    for row, m in zip(tokens.tolist(), mask.tolist()):
+        n = row.index(EOS) + 1 if EOS in row else len(row)
+        assert m == [1] * n + [0] * (len(row) - n)      # real tokens up to and including the EOS
+        assert row[n:] == [PAD] * (len(row) - n)        # padding after it
+        finished_early += n < len(row)
+    assert finished_early > 0
+
+
+def test_greedy_equals_argmax_of_full_recompute(model):
+    prompt = [1, 7, 8, 3]
+    tokens, _, _ = generate(model, [prompt, [1, 4, 3]], 10, EOS, PAD, greedy=True)
+    sequence = list(prompt)
+    for _ in range(10):                                  # naive decoding: recompute everything
+        sequence.append(int(model(torch.tensor([sequence]))[1][0, -1].argmax()))
+        if sequence[-1] == EOS:
+            break
+    assert tokens[0, :len(sequence) - len(prompt)].tolist() == sequence[len(prompt):]
+
+
+def test_too_long_sequence_is_a_clear_error(model):
+    with pytest.raises(ValueError, match="block_size"):
+        generate(model, [[1] * 60], 10, EOS, PAD)

@@ -1,0 +1,50 @@
+"""Byte-level BPE: exact round trips and character offsets checked against the library's own."""
+import random
+
+import pytest
+
+from data.tokenizer import SPECIALS, Tokenizer
+
+TEXTS = ["Maya's landlord raised the rent by 300 dollars, so Maya is thinking about moving out.",
+         "def f(x, y): return x - y if x > y else y - x",
+         "Zoë  paid 3 € —\ttabs,\nnewlines and 日本語 🙂 emoji", "   leading and trailing   ", ""]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    corpus = [t for t in TEXTS for _ in range(20)] + ["the quick brown fox jumps over the lazy dog"] * 20
+    return Tokenizer.train(corpus, vocab_size=400)
+
+
+def test_special_tokens_are_distinct(tokenizer):
+    ids = [tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id, tokenizer.response_id,
+           tokenizer.critique_id, tokenizer.span_id]
+    assert ids == list(range(len(SPECIALS)))
+    assert tokenizer.pad_id != tokenizer.eos_id
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_round_trip(tokenizer, text):
+    assert tokenizer.decode(tokenizer.encode(text)) == text
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_offsets_match_library_and_slice_back(tokenizer, text):
+    ids = tokenizer.encode(text)
+    offsets = tokenizer.offsets(ids)
+    assert offsets == [tuple(o) for o in tokenizer.hf.encode(text, add_special_tokens=False).offsets]
+    for i, (start, end) in zip(ids, offsets):
+        piece = tokenizer.decode([i])
+        if "\ufffd" not in piece:   # a whole character (a byte piece of one decodes to U+FFFD)
+            assert text[start:end] == piece
+
+
+def test_offsets_of_special_and_sampled_ids(tokenizer):
+    ids = [tokenizer.bos_id, *tokenizer.encode("ab c"), tokenizer.eos_id]
+    offsets = tokenizer.offsets(ids)
+    assert offsets[0] == (0, 0) and offsets[-1] == (4, 4)
+    rng = random.Random(0)
+    for _ in range(50):   # arbitrary ids, as a policy may sample: ranges stay inside the text
+        ids = [rng.randrange(tokenizer.vocab_size) for _ in range(15)]
+        text = tokenizer.decode(ids)
+        assert all(0 <= s <= e <= len(text) for s, e in tokenizer.offsets(ids))
