@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from align import align
 from data import get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig, generate
@@ -115,7 +116,7 @@ def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed):
         optimizer.step()
         schedule.step()
         losses.append(loss.item())
-        bar.set_postfix(loss=f"{loss.item():.3f}")
+        bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
     model.eval()
     return losses
 
@@ -136,12 +137,17 @@ def respond(model, tokenizer, prompts, greedy=True, temperature=1.0, batch_size=
 
 
 def evaluate(task, model, tokenizer, examples):
-    """Mean task metrics of greedy responses, the share the critic blames, and the responses."""
+    """Mean task metrics of greedy responses, what the critic says of them, and how well its spans
+    align to the response tokens. Returns (summary, responses, annotations)."""
     responses = respond(model, tokenizer, [e.prompt for e in examples], desc="evaluate")
     scores = [task.metrics(e, r) for e, r in zip(examples, responses)]
     annotations = [task.critique(e, r) for e, r in zip(examples, responses)]
     summary = {k: sum(s[k] for s in scores) / len(scores) for k in scores[0]}
     summary["criticised"] = sum(bool(a["poor_spans"]) for a in annotations) / len(annotations)
+    stats = [align(r, tokenizer.offsets(tokenizer.encode(r)), a)[1] for r, a in zip(responses, annotations)]
+    total = {k: sum(s[k] for s in stats) for k in stats[0]}
+    summary["unaligned_rate"] = total["unaligned"] / max(1, total["spans"])
+    summary["labelled_token_share"] = total["labelled_tokens"] / max(1, total["tokens"])
     return summary, responses, annotations
 
 
@@ -200,7 +206,8 @@ def run(args):
 
     test = results["sft"]["test"]
     print(f"[{task.NAME}] SFT test {task.PRIMARY} {test[task.PRIMARY]:.3f} (demonstrations score "
-          f"{results['demonstration_score']:.3f}; critic blames {test['criticised']:.0%} of responses); "
+          f"{results['demonstration_score']:.3f}); critic blames {test['criticised']:.0%} of responses, "
+          f"{test['unaligned_rate']:.1%} of its spans unaligned; "
           f"SFT {timings['sft']:.0f}s, total {sum(timings.values()):.0f}s -> {args.out}/results.json")
     for e, r in list(zip(splits["test"], responses))[:3]:
         print(f"  prompt:   {e.prompt}\n  response: {r}\n  critique: {task.critique(e, r)['textual_feedback']}")

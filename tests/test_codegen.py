@@ -1,0 +1,294 @@
+"""The code task: MiniLang against Python itself, its limits, the generator, and the critic.
+
+Python's exec is used here only on programs written in this file or made by its templates, never on
+model output: it is the independent reference the interpreter must agree with.
+"""
+import hashlib
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from data import Example, codegen, minilang
+from data.minilang import MiniLangError, parse, passes, run
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HAND_WRITTEN = [
+    ("def f(x, y): return x - y if x > y else y - x", [(5, 3), (3, 5), (4, 4), (-2, -7)]),
+    ("def f(x, y): return x // y", [(7, 2), (-7, 2), (7, -2), (-7, -2), (0, 3)]),
+    ("def f(x, y): return x % y", [(7, 3), (-7, 3), (7, -3), (-7, -3), (-9, 9)]),
+    ("def f(x, y): return -x // 2 + y * -3 % 4", [(5, 1), (-5, 2), (0, -7)]),
+    ("def f(x, y): return 2 * (x + y) - -x", [(1, 2), (-4, 9)]),
+    ("def f(x, y): return x if x < 0 else y if y < 0 else 0", [(-1, 5), (1, -5), (1, 5)]),
+    ("def f(x, y): return (x if x >= y else y) * 2 - 1", [(3, 3), (2, 9), (9, 2)]),
+    ("def f(x, y): return max(x, y, 3) - min(x, -y) + abs(x - y)", [(1, 2), (-5, 4), (8, 8)]),
+    ("def f(x, y): return 1 if x == y else 2 if x != 0 else 3", [(2, 2), (0, 1), (4, 1)]),
+    ("def f(x, y): return x * y + 5 if x + 1 <= y * 2 else x - 7 // (y - 100)", [(1, 3), (9, 1), (-3, -3)]),
+    ("def g(a): return --a - - - a", [(4,), (-6,)]),
+]
+
+
+def python_function(source):
+    """The function a trusted, hand-written or template-made program defines, run by Python."""
+    namespace = {}
+    exec(source, namespace)  # trusted text only; see the module docstring
+    return next(v for k, v in namespace.items() if k != "__builtins__")
+
+
+# ---------------------------------------------------------------------------------------------------
+# MiniLang
+
+@pytest.mark.parametrize("source,argument_tuples", HAND_WRITTEN)
+def test_minilang_agrees_with_python(source, argument_tuples):
+    program, function = parse(source), python_function(source)
+    for args in argument_tuples:
+        assert run(program, list(args)) == function(*args)
+
+
+def test_floor_division_and_modulo_of_negatives():
+    divide, remainder = parse("def f(a, b): return a // b"), parse("def f(a, b): return a % b")
+    assert [run(divide, args) for args in ([-7, 2], [7, -2], [-7, -2], [-1, 9])] == [-4, -4, 3, -1]
+    assert [run(remainder, args) for args in ([-7, 2], [7, -2], [-7, -2], [-1, 9])] == [1, -1, -1, 8]
+
+
+def random_expression(rng, depth):
+    if depth == 0 or rng.random() < 0.25:
+        return rng.choice(["x", "y", str(rng.randint(0, 9))])
+    a, b = random_expression(rng, depth - 1), random_expression(rng, depth - 1)
+    form = rng.randrange(6)
+    if form == 0:
+        op, c = rng.choice(list(minilang.COMPARISONS)), random_expression(rng, depth - 1)
+        return f"({a} if {b} {op} {c} else {a})"
+    if form == 1:
+        return f"-{a}" if rng.random() < 0.5 else f"{rng.choice(['min', 'max'])}({a}, {b})"
+    if form == 2:
+        return f"abs({a})"
+    return f"({a} {rng.choice(list(minilang.ARITHMETIC))} {b})"
+
+
+def test_minilang_agrees_with_python_on_random_programs():
+    rng = random.Random(0)
+    checked = 0
+    for _ in range(300):
+        source = f"def f(x, y): return {random_expression(rng, 3)}"
+        program, function = parse(source), python_function(source)
+        for args in ([rng.randint(-9, 9), rng.randint(-9, 9)] for _ in range(4)):
+            try:
+                expected = function(*args)
+            except ZeroDivisionError:
+                with pytest.raises(MiniLangError, match="by zero"):
+                    run(program, args)
+                continue
+            assert run(program, args) == expected, (source, args)
+            checked += 1
+    assert checked > 900
+
+
+@pytest.mark.parametrize("source,args,message", [
+    ("def f(x): return 7 // x", [0], "division by zero"),
+    ("def f(x): return 7 % x", [0], "modulo by zero"),
+    ("def f(x): return x + z", [1], "unknown name"),
+    ("def f(x): return x", [1, 2], "takes 1 arguments"),
+    ("def f(x): return x", [True], "not an integer"),
+    ("def f(x): return x * x * x * x", [1000], "beyond the limit"),
+    ("def f(x): return x", [10 ** 10], "beyond the limit"),
+])
+def test_runtime_errors(source, args, message):
+    with pytest.raises(MiniLangError, match=message):
+        run(parse(source), args)
+
+
+@pytest.mark.parametrize("source", [
+    "", "def", "def f(x): return", "def f(x) return x", "def f(x): return x x",
+    "def f(x): return x if x else 1", "def f(x): return x < 1", "def f(x): return min(x)",
+    "def f(x): return abs(x, x)", "def f(x, x): return x",
+    "def f(if): return 1", "def f(max): return 1", "def f(x): return 05", "def f(x): return x; import os",
+    "def f(x): return __import__('os')", "def f(x): return 1.5", "def f(x): return x ** 2",
+    "def f(x): return 99999999999", "def f(x): return " + "(" * 45 + "x" + ")" * 45,
+    "def f(x): return " + "-" * 60 + "x", "def f(x): return x" + " + x" * 100, "def f(x): return x²",
+])
+def test_parse_errors(source):
+    with pytest.raises(MiniLangError):
+        parse(source)
+
+
+def test_passes_never_raises():
+    tests = [[[1, 2], 3], [[0, 0], 0]]
+    rng = random.Random(1)
+    alphabet = list("xy(),:+-*/%<>=! 0123456789") + ["def ", "return ", " if ", " else ", "min", "é", "\ud800"]
+    garbage = ["", "   ", "garbage", "é∑漢字", "\x00", "\ud800", "1" * 5000, "(" * 299,
+               "def f(x, y): return " + "(" * 130 + "x" + ")" * 130, "def f(x, y): return x // 0"]
+    garbage += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60))) for _ in range(500)]
+    for source in garbage:
+        passed, total = passes(source, tests)
+        assert total == 2 and 0 <= passed <= 2
+    assert passes("def f(x, y): return x + y", tests) == (2, 2)
+    assert passes("def f(x, y): return x - y", tests) == (1, 2)
+    assert all(passes(source, tests) == (0, 2) for source in garbage[:10])
+
+
+def test_node_spans_slice_back_to_their_subexpression():
+    source = "def f(x, y): return (x + 1) * -y if max(x, 3) >= y % 2 else abs(x - y)"
+    program = parse(source)
+    texts = [source[node.start:node.end] for node in minilang.walk(program.body)]
+    for expected in ("(x + 1) * -y", "(x + 1)", "-y", "max(x, 3) >= y % 2", "max(x, 3)", "y % 2", "abs(x - y)",
+                     "x - y", source[source.index("return") + 7:]):
+        assert expected in texts
+    for node in minilang.walk(program.body):  # each span parses alone to the same tree
+        if node.kind == "compare":  # not an expression by itself: parse it as a condition
+            alone = parse(f"def f(x, y): return 1 if {source[node.start:node.end]} else 0").body.children[1]
+        else:
+            alone = parse(f"def f(x, y): return {source[node.start:node.end]}").body
+        assert minilang.shape(alone) == minilang.shape(node)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Problems and demonstrations
+
+def test_make_examples_deterministic_and_seed_dependent():
+    a, b, c = (codegen.make_examples(200, seed) for seed in (5, 5, 6))
+    assert a == b and a != c
+    script = ("import hashlib, json; from data import codegen; examples = codegen.make_examples(200, 5); "
+              "print(hashlib.sha256(json.dumps([e.__dict__ for e in examples]).encode()).hexdigest())")
+    digest = hashlib.sha256(json.dumps([e.__dict__ for e in a]).encode()).hexdigest()
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONHASHSEED": "12345"}, cwd=ROOT)
+    assert out.stdout.strip() == digest  # the same in another process: no reliance on salted hash()
+
+
+EXAMPLES = codegen.make_examples(2000, 7)
+
+
+def test_references_pass_their_hidden_tests_and_agree_with_python():
+    for e in EXAMPLES:
+        tests = e.facts["tests"]
+        assert len(tests) == codegen.N_TESTS and len({tuple(args) for args, _ in tests}) == codegen.N_TESTS
+        assert codegen.metrics(e, e.reference) == {"pass_rate": 1.0, "pass_at_1": 1.0}
+        assert len(e.prompt.split()) <= 40 and len(minilang.tokenize(e.reference)) <= 26
+    for e in EXAMPLES[:300]:  # template-made references are trusted text
+        function = python_function(e.reference)
+        assert all(function(*args) == expected for args, expected in e.facts["tests"])
+    assert {e.facts["template"] for e in EXAMPLES} == set(codegen.TEMPLATES)
+
+
+def test_prompts_are_varied_enough_to_survive_held_out_splits():
+    held_out = {e.prompt for e in codegen.make_examples(400, 99)}  # as make_splits drops them from training
+    for template in codegen.TEMPLATES:
+        prompts = [e.prompt for e in EXAMPLES if e.facts["template"] == template]
+        assert sum(p in held_out for p in prompts) / len(prompts) < 0.3, template
+
+
+def test_hidden_tests_catch_boundary_mistakes():
+    for e in EXAMPLES:
+        if e.facts["template"] != "threshold":
+            continue
+        op = next(t.text for t in minilang.tokenize(e.reference) if t.text in minilang.COMPARISONS)
+        bound = e.reference.split(f" {op} ")[1].split()[0]
+        other = {">": ">=", "<": "<=", ">=": ">", "<=": "<"}[op]
+        near_misses = [e.reference.replace(f" {op} ", f" {other} ")]
+        near_misses += [e.reference.replace(f" {op} {bound} ", f" {op} {int(bound) + d} ") for d in (-1, 1)]
+        for wrong in near_misses:
+            assert passes(wrong, e.facts["tests"])[0] < codegen.N_TESTS, wrong
+
+
+def test_demonstration_flaw_rates_match_documented_rates():
+    for kind, rate in codegen.FLAW_RATES.items():
+        offered = [e for e in EXAMPLES if kind in e.facts["flaw_contexts"]]
+        measured = sum(kind in e.flaws for e in offered) / len(offered)
+        assert len(offered) >= 150, kind
+        assert measured == pytest.approx(rate, abs=4 * math.sqrt(rate * (1 - rate) / len(offered))), kind
+    for e in EXAMPLES:
+        assert set(e.flaws) <= set(e.facts["flaw_contexts"])
+        assert (e.demonstration == e.reference) == (not e.flaws)
+        parse(e.demonstration)
+        if {"strict_as_inclusive", "bound_off_by_one", "else_branch_copied"} & set(e.flaws):
+            assert codegen.metrics(e, e.demonstration)["pass_at_1"] == 0.0
+
+
+def test_every_combination_of_flaws_gives_a_wrong_program(monkeypatch):
+    monkeypatch.setitem(codegen.__dict__, "FLAW_RATES", {kind: 1.0 for kind in codegen.FLAW_RATES})
+    for e in codegen.make_examples(300, 8):
+        assert e.flaws == e.facts["flaw_contexts"]
+        parse(e.demonstration)
+        if e.flaws:
+            assert codegen.metrics(e, e.demonstration)["pass_at_1"] == 0.0, e.demonstration
+
+
+# ---------------------------------------------------------------------------------------------------
+# Metric and critic, on a hand-made problem
+
+THRESHOLD = "def f(x, y): return x + y if x > 4 else x * y"
+ARGS = [[4, 1], [4, -3], [4, 7], [3, 2], [5, 2], [-6, 1], [9, -9], [0, 5]]
+EXAMPLE = Example("Write f(x, y) that returns x plus y when x is greater than 4, otherwise x times y.",
+                  THRESHOLD, THRESHOLD, facts={"tests": [[[x, y], x + y if x > 4 else x * y] for x, y in ARGS]})
+ABSDIFF = "def f(x, y): return x - y if x > y else y - x"
+ABSDIFF_EXAMPLE = Example("(absolute difference)", ABSDIFF, ABSDIFF,
+                          facts={"tests": [[[x, y], abs(x - y)] for x, y in ARGS]})
+
+
+def test_metrics_count_hidden_tests():
+    response = "def f(x, y): return x + y if x >= 4 else x * y"
+    expected = sum((x + y if x >= 4 else x * y) == (x + y if x > 4 else x * y) for x, y in ARGS) / len(ARGS)
+    assert codegen.metrics(EXAMPLE, response) == {"pass_rate": expected, "pass_at_1": 0.0}
+    assert expected == 5 / 8
+    assert codegen.metrics(EXAMPLE, "print('hi')") == {"pass_rate": 0.0, "pass_at_1": 0.0}
+
+
+@pytest.mark.parametrize("example,response,poor", [
+    (EXAMPLE, "def f(x, y): return x + y if x >= 4 else x * y", ["x >= 4"]),
+    (EXAMPLE, "def f(x, y): return x + y if x > 5 else x * y", ["x > 5"]),
+    (EXAMPLE, "def f(x, y): return x - y if x > 4 else x * y", ["x - y"]),
+    (EXAMPLE, "def f(x, y): return x + y if x < 4 else x * y", ["x < 4"]),
+    (EXAMPLE, "def f(x, y): return x + y if x >= 4 else x - y", ["x >= 4", "x - y"]),
+    (EXAMPLE, "def f(x, y): return max(x, y) * 2", ["max(x, y) * 2"]),
+    (EXAMPLE, "def f(x, y): return x + y if x > 4 else x // 0", ["x // 0"]),
+    (EXAMPLE, "def f(x): return x", ["def f(x):"]),
+    (ABSDIFF_EXAMPLE, "def f(x, y): return x - y if x > y else x - y", ["else x - y"]),
+    (ABSDIFF_EXAMPLE, "def f(x, y): return x - y if x >= y else x - y", ["else x - y"]),  # >= is harmless here
+    (ABSDIFF_EXAMPLE, "def f(x, y): return y - x if x > y else y - x", ["return y - x"]),
+])
+def test_critic_quotes_the_wrong_expression(example, response, poor):
+    annotation = codegen.critique(example, response)
+    assert annotation["poor_spans"] == poor
+    assert all(span in response for span in poor) and "hidden tests" in annotation["textual_feedback"]
+    for good in annotation["good_spans"]:
+        assert good in response and all(good not in span and span not in good for span in poor)
+    assert annotation == codegen.critique(example, response)
+
+
+def test_critic_praises_a_correct_response_however_written():
+    for response in (THRESHOLD, "def f(x, y): return x*y if 4 >= x else y+x",
+                     "def f(x, y): return (x + y) if x > 4 else (x * y)"):
+        annotation = codegen.critique(EXAMPLE, response)
+        assert annotation["poor_spans"] == [] and annotation["good_spans"]
+        assert all(span in response for span in annotation["good_spans"])
+
+
+@pytest.mark.parametrize("response", [
+    "", "   ", "hello world", "def f(x, y): return x +", "é∑漢字 \ud800", "(" * 400,
+    "def f(x, y): return x + y # and some trailing commentary here",
+    "def f(x, y): return " + "(" * 60 + "x" + ")" * 60,
+])
+def test_critic_survives_garbage(response):
+    annotation = codegen.critique(EXAMPLE, response)
+    assert set(annotation) == {"textual_feedback", "good_spans", "poor_spans"}
+    assert isinstance(annotation["textual_feedback"], str) and annotation["textual_feedback"]
+    assert annotation["good_spans"] == []
+    assert all(span and span in response for span in annotation["poor_spans"])
+    assert len(annotation["poor_spans"]) == (1 if response.strip() else 0)
+
+
+def test_critic_on_demonstrations_blames_exactly_the_failing_ones():
+    for e in EXAMPLES[:600]:
+        annotation = codegen.critique(e, e.demonstration)
+        spans = annotation["good_spans"] + annotation["poor_spans"]
+        assert all(span and span in e.demonstration for span in spans)
+        located = sorted((e.demonstration.find(s), e.demonstration.find(s) + len(s)) for s in spans)
+        assert all(a[1] <= b[0] for a, b in zip(located, located[1:]))  # disjoint where they are found
+        assert bool(annotation["poor_spans"]) == (codegen.metrics(e, e.demonstration)["pass_at_1"] < 1)
+        if e.flaws in (["strict_as_inclusive"], ["bound_off_by_one"]):  # blamed: the comparison alone
+            assert annotation["poor_spans"] == [e.demonstration.split(" if ")[1].split(" else ")[0]]
