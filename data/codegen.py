@@ -27,8 +27,8 @@ washes out:
 - else_branch_copied: the absolute difference's else branch written `x - y` like the first branch.
 - flipped_comparison, off_by_one_constant, swapped_plus_minus, swapped_operands: random slips.
 A flaw is drawn only where the problem offers its context; facts["flaw_contexts"] lists those.
-With the rates below the demonstrations pass about 75% of hidden tests (55% of problems entirely);
-a policy that copied the three biases every time, and made no other mistake, would pass about 70%.
+With the rates below the demonstrations pass about 68% of hidden tests (README: the SFT policy's
+score, which keeps the biases and loses most of the slips).
 
 The critic runs the hidden tests. If some fail, it walks the response's parse tree alongside the
 reference's, finds the smallest subexpressions that differ (a comparison, or the operation around a
@@ -55,16 +55,16 @@ PRIMARY = "pass_rate"
 # Chance that a demonstration carries each flaw kind, given the context in the comment. Systematic
 # biases first: they are drawn before the random slips, which may then land on top of them.
 FLAW_RATES = {
-    "strict_as_inclusive": 0.65,  # threshold "greater/less than K": `>` written `>=`, `<` written `<=`
-    "bound_off_by_one": 0.6,      # threshold "at least/at most K": the constant written K+1 / K-1
-    "else_branch_copied": 0.55,   # absolute difference: else branch `y - x` written `x - y`
+    "strict_as_inclusive": 0.8,   # threshold "greater/less than K": `>` written `>=`, `<` written `<=`
+    "bound_off_by_one": 0.75,     # threshold "at least/at most K": the constant written K+1 / K-1
+    "else_branch_copied": 0.7,    # absolute difference: else branch `y - x` written `x - y`
     "flipped_comparison": 0.06,   # any comparison: direction reversed, `>` <-> `<`
     "off_by_one_constant": 0.06,  # a constant outside comparisons and the branch above: one more or less
     "swapped_plus_minus": 0.06,   # any binary + or -: replaced by the other
     "swapped_operands": 0.06,     # a subtraction of two names, not in an absolute difference: `y - x`
 }
 # Relative frequency of each template. The threshold share sets how much the systematic biases cost.
-TEMPLATE_WEIGHTS = {"threshold": 12, "arith_const": 3, "formula": 2.5, "larger_smaller": 2, "absdiff": 2,
+TEMPLATE_WEIGHTS = {"threshold": 18, "arith_const": 3, "formula": 2.5, "larger_smaller": 2, "absdiff": 2,
                     "remainder": 1.5}
 N_TESTS = 8
 BOUNDARY_TESTS = 4   # threshold tests with the compared argument exactly at the bound

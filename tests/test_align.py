@@ -220,3 +220,26 @@ def test_align_empty_response():
     delta, stats = align("", [], {"textual_feedback": "empty", "good_spans": ["x"], "poor_spans": []})
     assert delta == []
     assert stats == {"spans": 1, "unaligned": 1, "labelled_tokens": 0, "tokens": 0}
+
+
+def test_critic_spans_land_on_their_tokens_through_real_offsets():
+    """End to end on real data: critic -> find_span -> tokenizer offsets -> delta. The characters of
+    the tokens marked -1 (+1) are exactly the characters of the poor (good) phrases, whitespace aside:
+    the guard against an off-by-one between phrases and tokens."""
+    from data import summarize
+    from data.tokenizer import Tokenizer
+    examples = summarize.make_examples(200, 0)
+    tokenizer = Tokenizer.train([e.demonstration for e in examples], vocab_size=400)
+
+    def characters(text, ranges):
+        return {c for start, end in ranges for c in range(start, end) if not text[c].isspace()}
+
+    for e in examples[:50]:
+        text, annotation = e.demonstration, summarize.critique(e, e.demonstration)
+        offsets = tokenizer.offsets(tokenizer.encode(text))
+        delta, stats = align(text, offsets, annotation)
+        assert stats["unaligned"] == 0
+        for sign, key in ((-1, "poor_spans"), (1, "good_spans")):
+            tokens = [o for o, d in zip(offsets, delta) if d == sign]
+            phrases = [find_span(text, phrase) for phrase in annotation[key]]
+            assert characters(text, tokens) == characters(text, phrases)
