@@ -56,7 +56,11 @@ def pick_device(name):
 def atomic_save(obj, path):
     """Write to a temporary file, then rename: an interrupted save never leaves a half-written file."""
     tmp = f"{path}.tmp"
-    torch.save(obj, tmp)
+    if isinstance(obj, str):
+        with open(tmp, "w") as f:
+            f.write(obj)
+    else:
+        torch.save(obj, tmp)
     os.replace(tmp, path)
 
 
@@ -171,8 +175,8 @@ def run(args):
 
     start = time.time()
     splits = make_splits(task, {s: preset[s] for s in ("train", "validation", "test")}, seed=args.seed)
-    tokenizer = Tokenizer.train(training_texts(splits), preset["vocab_size"])
-    tokenizer.save(os.path.join(args.out, "tokenizer.json"))
+    tokenizer = Tokenizer.train(training_texts(task, splits), preset["vocab_size"])
+    atomic_save(tokenizer.to_json(), os.path.join(args.out, "tokenizer.json"))
     results["demonstration_flaw_rates"] = flaw_rates(splits["train"])
     results["demonstration_score"] = sum(task.metrics(e, e.demonstration)[task.PRIMARY]
                                          for e in splits["train"]) / len(splits["train"])
@@ -193,16 +197,13 @@ def run(args):
     results["sft"] = {}
     for split in ("validation", "test"):
         results["sft"][split], responses, annotations = evaluate(task, model, tokenizer, splits[split])
-    with open(os.path.join(args.out, "samples.jsonl"), "w") as f:
-        for e, r, a in zip(splits["test"], responses, annotations):
-            f.write(json.dumps({"prompt": e.prompt, "response": r, "reference": e.reference, **a}) + "\n")
+    atomic_save("".join(json.dumps({"prompt": e.prompt, "response": r, "reference": e.reference, **a}) + "\n"
+                        for e, r, a in zip(splits["test"], responses, annotations)),
+                os.path.join(args.out, "samples.jsonl"))
     timings["evaluate"] = time.time() - start
     results["wall_time_s"] = timings
 
-    tmp = os.path.join(args.out, "results.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(results, f, indent=2)
-    os.replace(tmp, os.path.join(args.out, "results.json"))
+    atomic_save(json.dumps(results, indent=2), os.path.join(args.out, "results.json"))
 
     test = results["sft"]["test"]
     print(f"[{task.NAME}] SFT test {task.PRIMARY} {test[task.PRIMARY]:.3f} (demonstrations score "
@@ -223,9 +224,13 @@ def main(argv=None):
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     parser.add_argument("--out", default="runs", help="output directory (one sub-folder per task)")
     args = parser.parse_args(argv)
-    base = args.out
     for name in (["summarize", "code", "qa"] if args.task == "all" else [args.task]):
-        run(argparse.Namespace(**{**vars(args), "task": name, "out": os.path.join(base, name)}))
+        try:
+            run(argparse.Namespace(**{**vars(args), "task": name, "out": os.path.join(args.out, name)}))
+        except OSError as error:
+            fail(f"cannot write {error.filename}: {error.strerror}; choose another --out")
+        except KeyboardInterrupt:
+            fail("interrupted; files already written are complete, the stage that was running is not saved")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ Sequences are built by concatenating the ids of their parts, e.g. for the policy
 so a response's token ids, and their offsets, are the same wherever the response appears.
 """
 import codecs
-import json
 
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
@@ -65,10 +64,6 @@ class Tokenizer:
     def from_json(cls, text):
         return cls(HFTokenizer.from_str(text))
 
-    def save(self, path):
-        with open(path, "w") as f:
-            f.write(self.to_json())
-
     def encode(self, text):
         """Token ids of plain text (special-token strings in the text are not treated as special)."""
         return self.hf.encode(text, add_special_tokens=False).ids
@@ -105,13 +100,11 @@ class Tokenizer:
         return spans
 
 
-def training_texts(splits):
-    """Every string the models will read or write: prompts, references and demonstrations."""
+def training_texts(task, splits):
+    """Every kind of string the models read or write: prompts, references, demonstrations, and the
+    critic's feedback on the training demonstrations (the reward model writes critiques)."""
     for examples in splits.values():
         for e in examples:
             yield from (e.prompt, e.reference, e.demonstration)
-
-
-def tokenizer_config(tokenizer):
-    """A small JSON-safe summary for logs and results."""
-    return json.loads(json.dumps({"vocab_size": tokenizer.vocab_size, "specials": SPECIALS}))
+    for e in splits["train"]:
+        yield task.critique(e, e.demonstration)["textual_feedback"]
