@@ -29,7 +29,7 @@ from data import get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig, generate
 
-# Sizes a run may pick with --preset. "small" is a first look that finishes in about two minutes.
+# Sizes a run may pick with --preset. "small" is a first look: about half a minute per task on 2 CPU cores.
 PRESETS = {
     "default": dict(train=4000, validation=200, test=200, vocab_size=1024, sft_steps=1500, batch_size=32,
                     lr=2e-3, model=dict(n_layer=4, n_head=4, n_embd=128)),
@@ -46,10 +46,13 @@ def fail(message):
 
 
 def pick_device(name):
+    """The device to run on; a device torch cannot use ends the run before any work is done."""
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        fail(f"--device {name} asked for, but torch sees no CUDA device; use --device cpu")
+    try:
+        torch.zeros(1, device=name)
+    except (RuntimeError, ValueError, AssertionError) as error:
+        fail(f"--device {name} is not available here ({type(error).__name__}); try --device cpu")
     return name
 
 
@@ -101,19 +104,20 @@ def sft_batch(tokenizer, examples, device):
 
 
 def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed):
-    """AdamW with linear warm-up then cosine decay to 10% of lr. Returns the loss per step."""
+    """Adam (no weight decay: the model is tiny and the data plentiful) with a linear warm-up, then a
+    cosine decay to 10% of lr. Returns the loss per step."""
     rng = random.Random(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.95))
     warmup = max(1, steps // 20)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min((s + 1) / warmup, 0.1 + 0.45 * (
-        1 + math.cos(math.pi * min(1.0, s / steps)))))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: (s + 1) / warmup if s < warmup else
+                                                 0.1 + 0.45 * (1 + math.cos(math.pi * (s - warmup) / (steps - warmup))))
     model.train()
     losses, bar = [], tqdm(range(steps), desc="sft", leave=False)
     for _ in bar:
         inputs, targets, loss_mask = sft_batch(tokenizer, rng.sample(examples, batch_size), device)
-        _, logits = model(inputs)
-        nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")
-        loss = (nll * loss_mask.flatten()).sum() / loss_mask.sum()
+        _, logits = model(inputs)                                                  # (B, T, V)
+        nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")  # (B*T,)
+        loss = (nll * loss_mask.flatten()).sum() / loss_mask.sum()  # mean over response tokens
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -129,30 +133,34 @@ def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed):
 # Evaluation: greedy responses scored by the task metric and read by the critic
 
 def respond(model, tokenizer, prompts, greedy=True, temperature=1.0, batch_size=100, generator=None, desc="generate"):
-    """Response texts for prompt strings (decoded up to, not including, the EOS)."""
-    texts = []
+    """Responses to prompt strings: (texts, token ids), each up to, not including, the EOS."""
+    texts, ids = [], []
     for i in tqdm(range(0, len(prompts), batch_size), desc=desc, leave=False):
         chunk = [[tokenizer.bos_id, *tokenizer.encode(p), tokenizer.response_id] for p in prompts[i:i + batch_size]]
         tokens, _, mask = generate(model, chunk, MAX_NEW_TOKENS, tokenizer.eos_id, tokenizer.pad_id,
                                    temperature=temperature, greedy=greedy, generator=generator)
         for row, m in zip(tokens.tolist(), mask.tolist()):
-            texts.append(tokenizer.decode([t for t, keep in zip(row, m) if keep and t != tokenizer.eos_id]))
-    return texts
+            ids.append([t for t, keep in zip(row, m) if keep and t != tokenizer.eos_id])
+            texts.append(tokenizer.decode(ids[-1]))
+    return texts, ids
 
 
 def evaluate(task, model, tokenizer, examples):
     """Mean task metrics of greedy responses, what the critic says of them, and how well its spans
-    align to the response tokens. Returns (summary, responses, annotations)."""
-    responses = respond(model, tokenizer, [e.prompt for e in examples], desc="evaluate")
+    align to the tokens the policy wrote. Returns (summary, samples), one sample dict per example.
+    "criticised" is the share of responses with at least one poor span."""
+    responses, ids = respond(model, tokenizer, [e.prompt for e in examples], desc="evaluate")
     scores = [task.metrics(e, r) for e, r in zip(examples, responses)]
     annotations = [task.critique(e, r) for e, r in zip(examples, responses)]
     summary = {k: sum(s[k] for s in scores) / len(scores) for k in scores[0]}
     summary["criticised"] = sum(bool(a["poor_spans"]) for a in annotations) / len(annotations)
-    stats = [align(r, tokenizer.offsets(tokenizer.encode(r)), a)[1] for r, a in zip(responses, annotations)]
+    stats = [align(r, tokenizer.offsets(i), a)[1] for r, i, a in zip(responses, ids, annotations)]
     total = {k: sum(s[k] for s in stats) for k in stats[0]}
     summary["unaligned_rate"] = total["unaligned"] / max(1, total["spans"])
     summary["labelled_token_share"] = total["labelled_tokens"] / max(1, total["tokens"])
-    return summary, responses, annotations
+    samples = [{"prompt": e.prompt, "response": r, "reference": e.reference, **a}
+               for e, r, a in zip(examples, responses, annotations)]
+    return summary, samples
 
 
 def flaw_rates(examples):
@@ -195,11 +203,9 @@ def run(args):
 
     start = time.time()
     results["sft"] = {}
-    for split in ("validation", "test"):
-        results["sft"][split], responses, annotations = evaluate(task, model, tokenizer, splits[split])
-    atomic_save("".join(json.dumps({"prompt": e.prompt, "response": r, "reference": e.reference, **a}) + "\n"
-                        for e, r, a in zip(splits["test"], responses, annotations)),
-                os.path.join(args.out, "samples.jsonl"))
+    results["sft"]["validation"], _ = evaluate(task, model, tokenizer, splits["validation"])
+    results["sft"]["test"], samples = evaluate(task, model, tokenizer, splits["test"])
+    atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(args.out, "samples.jsonl"))
     timings["evaluate"] = time.time() - start
     results["wall_time_s"] = timings
 
@@ -210,8 +216,8 @@ def run(args):
           f"{results['demonstration_score']:.3f}); critic blames {test['criticised']:.0%} of responses, "
           f"{test['unaligned_rate']:.1%} of its spans unaligned; "
           f"SFT {timings['sft']:.0f}s, total {sum(timings.values()):.0f}s -> {args.out}/results.json")
-    for e, r in list(zip(splits["test"], responses))[:3]:
-        print(f"  prompt:   {e.prompt}\n  response: {r}\n  critique: {task.critique(e, r)['textual_feedback']}")
+    for s in samples[:3]:
+        print(f"  prompt:   {s['prompt']}\n  response: {s['response']}\n  critique: {s['textual_feedback']}")
     return results
 
 
@@ -228,7 +234,7 @@ def main(argv=None):
         try:
             run(argparse.Namespace(**{**vars(args), "task": name, "out": os.path.join(args.out, name)}))
         except OSError as error:
-            fail(f"cannot write {error.filename}: {error.strerror}; choose another --out")
+            fail(f"cannot write the output ({error.strerror or error}: {error.filename or args.out}); choose another --out")
         except KeyboardInterrupt:
             fail("interrupted; files already written are complete, the stage that was running is not saved")
 

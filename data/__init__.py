@@ -54,3 +54,16 @@ def make_splits(task, sizes, seed=0):
         held_out.update(e.prompt for e in examples)
         splits[split] = examples
     return {s: splits[s] for s in SPLITS}
+
+
+def quote(text, start, end):
+    """text[s:end] for the largest s <= start whose leftmost occurrence in text is at s.
+
+    align.py places a phrase at its leftmost occurrence, so a critic that blames a repeat quotes it
+    with the space or the words before it that tell it apart from the earlier copy.
+    """
+    while text.find(text[start:end]) != start:
+        start -= 1
+        while start > 0 and not text[start].isspace() and not text[start - 1].isspace():
+            start -= 1
+    return text[start:end]

@@ -37,7 +37,7 @@ import random
 import re
 import zlib
 
-from data import Example
+from data import Example, quote
 from data.metrics import exact_match, token_f1, words
 
 NAME = "qa"
@@ -269,19 +269,6 @@ def _reason(claim, facts):
     return "unasked" if _true(claim, facts) else "false"
 
 
-def _quote(response, start, end):
-    """response[s:end] for the largest s <= start whose leftmost occurrence in response is at s.
-
-    align.py places a phrase at its leftmost occurrence, so a repeat is quoted with the space or the
-    words before it that tell it apart from the earlier copy.
-    """
-    while response.find(response[start:end]) != start:
-        start -= 1
-        while start > 0 and not response[start].isspace() and not response[start - 1].isspace():
-            start -= 1
-    return response[start:end]
-
-
 def _merge_runs(response, poor):
     """Join a whole-sentence poor span to the one before it when it cannot be quoted on its own.
 
@@ -290,7 +277,7 @@ def _merge_runs(response, poor):
     """
     merged = []
     for start, end, whole in sorted(poor):
-        alone = _quote(response, start, end)
+        alone = quote(response, start, end)
         if (merged and whole and merged[-1][2] and not response[merged[-1][1]:start].strip()
                 and alone.strip() != response[start:end]):
             merged[-1] = (merged[-1][0], end, True)
@@ -347,16 +334,16 @@ def critique(example, response):
             issues.append((_reason(judged[0], facts) if judged else "invented", text))
 
     right = answer is not None and _true(answer, facts)
-    good_spans = [_quote(response, *answer_span)] if right else []
+    good_spans = [quote(response, *answer_span)] if right else []
     if right:   # where the praised phrase will be found
         answer_span = (response.find(good_spans[0]), answer_span[1])
     poor_spans = []
     for start, end, _ in _merge_runs(response, poor):
-        quote = _quote(response, start, end)
+        phrase = quote(response, start, end)
         # A repeat that can only be quoted by reaching back into the praised answer is left to the
         # feedback: blaming the answer's own tokens would do more harm than an unblamed repeat.
-        if not (right and response.find(quote) < answer_span[1] and start > answer_span[0]):
-            poor_spans.append(quote)
+        if not (right and response.find(phrase) < answer_span[1] and start > answer_span[0]):
+            poor_spans.append(phrase)
 
     question, truth = _describe(facts)
     if answer is None:

@@ -29,7 +29,7 @@ import random
 import re
 import zlib
 
-from data import Example
+from data import Example, quote
 from data.metrics import rouge
 
 NAME = "summarize"
@@ -39,7 +39,8 @@ PRIMARY = "rougeL"
 FLAW_RATES = {
     "redundant": 0.65,       # two side details appended (the advice if any, the years, a feeling)
     "wrong_number": 0.15,    # the age or the years replace the amount
-    "wrong_name": 0.1,       # another name (the friend's, if the post has one) replaces the poster's
+    "wrong_name": 0.1,       # the friend's name replaces the poster's (the post names the friend
+                             # only when it quotes their advice)
     "missing_action": 0.1,   # the plan is left out
 }
 ADVICE_RATE = 0.5  # share of posts that quote a friend's advice
@@ -103,9 +104,10 @@ def make_examples(n, seed):
             side = [f"and {friend} says {facts['advice']}" if facts["advice"] else rng.choice(FEELINGS),
                     f"and {name} has lived there for {years} years"]
             extra = ", ".join(rng.sample(side, 2))
-        if rng.random() < FLAW_RATES["wrong_number"]:
+        wrong_numbers = [n for n in (age, years) if n != amount]
+        if rng.random() < FLAW_RATES["wrong_number"] and wrong_numbers:
             flaws.append("wrong_number")
-            shown_amount = rng.choice([age, years])
+            shown_amount = rng.choice(wrong_numbers)
         if rng.random() < FLAW_RATES["wrong_name"]:
             flaws.append("wrong_name")
             shown_name = friend
@@ -128,76 +130,98 @@ PRAISE = ["It gets {what} right.", "It correctly gives {what}.", "Good: {what} m
 BLAME = {
     "name": ["The summary names {bad}, but the post is by {good}.",
              "{bad} is the wrong person; the post is written by {good}."],
+    "friend": ["{bad} is the friend giving advice; the post is written by {good}."],
     "number": ["The amount is wrong: the post says {good}, not {bad}.",
-               "{bad} is not the amount; {bad} comes from elsewhere in the post, the amount is {good}."],
+               "{bad} is not in the post; the amount is {good}."],
+    "distractor": ["{bad} is {what}, not the amount; the amount is {good}.",
+                   "The summary takes {bad} ({what}) for the amount, which is {good}."],
     "redundant": ["The clause \"{bad}\" adds nothing a summary needs.",
                   "\"{bad}\" is a side detail; a one-sentence summary should drop it."],
     "repeated": ["The summary repeats itself (\"{bad}\")."],
+    "missing_name": ["It never says who wrote the post ({good})."],
+    "missing_amount": ["It leaves out the amount ({good})."],
     "missing_action": ["It leaves out what {good} plans to do ({action}).",
                        "It never says that {good} is thinking about {action}."],
     "missing_event": ["It does not say what the {who} did."],
 }
+NAME_PATTERN = re.compile(r"\b(" + "|".join(NAMES) + r")\b")
 
 
 def _clauses(response):
-    """(start, end) of each clause: the text split at commas and sentence ends."""
-    return [(m.start(), m.end()) for m in re.finditer(r"[^,.!?]+", response) if m.group().strip()]
-
-
-def _strip(response, start, end):
-    """Shrink [start, end) to exclude surrounding spaces."""
-    text = response[start:end]
-    return start + len(text) - len(text.lstrip()), end - len(text) + len(text.rstrip())
+    """(start, end) of each clause, surrounding spaces excluded: the text split at commas and
+    sentence ends."""
+    spans = []
+    for m in re.finditer(r"[^,.!?]+", response):
+        text = m.group()
+        if text.strip():
+            spans.append((m.start() + len(text) - len(text.lstrip()), m.end() - len(text) + len(text.rstrip())))
+    return spans
 
 
 def critique(example, response):
     facts = example.facts
     rng = random.Random(zlib.crc32(response.encode("utf-8", "replace")))
-    good, poor, notes = [], [], []
+    good, poor, notes = [], [], []  # quoted phrases, and the sentences of the critique
 
-    def blame(kind, quote=None, **fields):
-        if quote is not None:
-            poor.append(quote)
+    def note(kind, **fields):
         notes.append(rng.choice(BLAME[kind]).format(**fields))
 
-    # Each clause must carry one of the facts; anything else is redundant, a repeat is blamed.
-    # Names and numbers are checked only inside the clauses that carry facts, so the friend's
-    # name inside a redundant clause is blamed once, as part of that clause.
+    def blame(start, end):
+        poor.append(quote(response, start, end))  # quote() tells a repeat apart from its original
+
     amount = f"{facts['amount']} {facts['unit']}"
-    core, seen = (facts["who"], facts["action"], facts["did_summary"]), set()
+    distractors = {str(facts["age"]): "the author's age", str(facts["years"]): "how long the author has lived there"}
+    # Each clause must carry one of the facts; anything else is redundant, and a repeat is blamed.
+    # Names and numbers are checked only inside the clauses that carry facts: a wrong name inside
+    # a redundant clause is blamed once, as part of that clause.
+    core, seen, named, numbered = (facts["who"], facts["action"], facts["did_summary"]), set(), set(), False
     for start, end in _clauses(response):
-        start, end = _strip(response, start, end)
         clause = response[start:end]
         if clause in seen:
-            blame("repeated", clause, bad=clause)
+            blame(start, end)
+            note("repeated", bad=clause)
             continue
         seen.add(clause)
         if not any(c in clause for c in core):
-            blame("redundant", clause, bad=clause)
+            blame(start, end)
+            note("redundant", bad=clause)
             continue
-        for name in dict.fromkeys(re.findall(r"\b(" + "|".join(NAMES) + r")\b", clause)):
+        for m in NAME_PATTERN.finditer(clause):
+            name = m.group()
             if name == facts["name"]:
-                good.append(name)
-            elif name not in poor:
-                blame("name", name, bad=name, good=facts["name"])
-        for number in dict.fromkeys(re.findall(r"\b\d+\b", clause)):
-            quote = f"{number} {facts['unit']}" if f"{number} {facts['unit']}" in clause else number
-            if number == str(facts["amount"]):
-                good.append(quote)
+                good.append(name)  # the first occurrence is praised; the phrase is found leftmost
             else:
-                blame("number", quote, bad=number, good=facts["amount"])
+                blame(start + m.start(), start + m.end())  # every occurrence of a wrong name
+                if name not in named:
+                    note("friend" if name == facts["friend"] and facts["advice"] else "name", bad=name, good=facts["name"])
+            named.add(name)
+        for m in re.finditer(r"\b\d+\b", clause):
+            number, numbered = m.group(), True
+            end_at = m.end() + len(facts["unit"]) + 1 if clause[m.end():].startswith(" " + facts["unit"]) else m.end()
+            if number == str(facts["amount"]):
+                good.append(quote(response, start + m.start(), start + end_at))
+            else:
+                blame(start + m.start(), start + end_at)
+                if number in distractors:
+                    note("distractor", bad=number, what=distractors[number], good=amount)
+                else:
+                    note("number", bad=number, good=amount)
 
+    if facts["name"] not in named:
+        note("missing_name", good=facts["name"])
+    if not numbered:
+        note("missing_amount", good=amount)
     if facts["who"] not in response:
-        blame("missing_event", who=facts["who"])
+        note("missing_event", who=facts["who"])
     if facts["action"] in response:
         good.append(facts["action"])
     else:
-        blame("missing_action", good=facts["name"], action=facts["action"])
+        note("missing_action", good=facts["name"], action=facts["action"])
 
+    good = [g for g in dict.fromkeys(good) if g not in poor]
     if notes:
         feedback = " ".join(notes + [rng.choice(PRAISE).format(what=f'"{g}"') for g in good[:1]])
-    else:
+    else:  # every fact was found and nothing else was said
         feedback = "A faithful one-sentence summary. " + " ".join(
             rng.choice(PRAISE).format(what=w) for w in (f"the name {facts['name']}", f"the amount {amount}"))
-    good = [g for g in dict.fromkeys(good) if g not in poor]
     return {"textual_feedback": feedback, "good_spans": good, "poor_spans": list(dict.fromkeys(poor))}

@@ -69,8 +69,8 @@ class Tokenizer:
         return self.hf.encode(text, add_special_tokens=False).ids
 
     def decode(self, ids):
-        """Text of ids; special tokens are dropped, so decode(encode(t)) == t."""
-        return self.hf.decode([i for i in ids if i >= len(SPECIALS)], skip_special_tokens=True)
+        """Text of ids, special tokens left out."""
+        return self.hf.decode(ids, skip_special_tokens=True)
 
     def offsets(self, ids):
         """(start, end) character range of each token in decode(ids), for any id sequence,
@@ -81,17 +81,21 @@ class Tokenizer:
         """
         token_bytes = [b"" if i < len(SPECIALS) else bytes(self._byte_of_symbol[s] for s in self.hf.id_to_token(i))
                        for i in ids]
-        # char_of_byte[k]: the character of decode(ids) that byte k ends up in. An incremental
-        # UTF-8 decoder emits a character once its last byte arrives; the bytes waiting until then
-        # belong to it (invalid bytes become one U+FFFD each, as in decode()).
+        # char_of_byte[k]: the character of decode(ids) that byte k ends up in. An incremental UTF-8
+        # decoder emits characters once their bytes are complete (invalid bytes become U+FFFD, as in
+        # decode()); the bytes it consumed go to what it emitted, counted from the end, since the last
+        # byte always completes the last character and any extra leading bytes were one invalid run.
         decoder, char_of_byte, waiting, n_chars = codecs.getincrementaldecoder("utf-8")("replace"), [], 0, 0
         for byte in b"".join(token_bytes):
             waiting += 1
             out = decoder.decode(bytes([byte]))
+            consumed = waiting - len(decoder.getstate()[0])  # bytes no longer held back
             if out:
-                char_of_byte += [n_chars] * (waiting - 1) + [n_chars + len(out) - 1]
-                n_chars, waiting = n_chars + len(out), 0
+                char_of_byte += [n_chars + max(0, len(out) - consumed + j) for j in range(consumed)]
+                n_chars, waiting = n_chars + len(out), waiting - consumed
+        tail = decoder.decode(b"", final=True)  # bytes of an unfinished character at the end
         char_of_byte += [n_chars] * waiting
+        n_chars += len(tail)
         spans, k = [], 0
         for b in token_bytes:
             start = char_of_byte[k] if k < len(char_of_byte) else n_chars

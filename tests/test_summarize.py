@@ -1,6 +1,7 @@
 """The summarisation task: determinism, flaw rates, and the critic on hand-made responses."""
 import pytest
 
+from align import find_span
 from data import Example, make_splits, summarize
 
 FACTS = {"name": "Maya", "friend": "Omar", "who": "landlord", "did": "raised my rent by",
@@ -44,7 +45,9 @@ def test_critic_flags_every_injected_flaw():
 def test_critic_hand_examples():
     wrong = "Omar's landlord raised the rent by 24 dollars, so Omar is thinking about moving out, and Omar says I should wait."
     a = summarize.critique(EXAMPLE, wrong)
-    assert a["poor_spans"] == ["Omar", "24 dollars", "and Omar says I should wait"]
+    # every "Omar" is blamed; the second is quoted with its leading space, so that align.py's
+    # leftmost match lands on it and not on the first
+    assert a["poor_spans"] == ["Omar", "24 dollars", " Omar", "and Omar says I should wait"]
     assert a["good_spans"] == ["moving out"]
     assert "24" in a["textual_feedback"] and "300" in a["textual_feedback"]
 
@@ -52,7 +55,18 @@ def test_critic_hand_examples():
     assert (a["good_spans"], a["poor_spans"]) == (["Maya", "300 dollars", "moving out"], [])
 
     repeated = "Maya's landlord raised the rent by 300 dollars, Maya's landlord raised the rent by 300 dollars."
-    assert summarize.critique(EXAMPLE, repeated)["poor_spans"] == ["Maya's landlord raised the rent by 300 dollars"]
+    a = summarize.critique(EXAMPLE, repeated)
+    assert a["poor_spans"] == [" Maya's landlord raised the rent by 300 dollars"]
+    start, end = find_span(repeated, a["poor_spans"][0])
+    assert (start, end) == (47, len(repeated) - 1)   # the copy, not the original
+    assert a["good_spans"] == ["Maya", "300 dollars"]
+
+    missing = "Maya's landlord raised the rent, so Maya is thinking about moving out."
+    a = summarize.critique(EXAMPLE, missing)
+    assert "300 dollars" in a["textual_feedback"] and "faithful" not in a["textual_feedback"]
+
+    distractor = "Maya's landlord raised the rent by 24 dollars, so Maya is thinking about moving out."
+    assert "age" in summarize.critique(EXAMPLE, distractor)["textual_feedback"]
 
 
 @pytest.mark.parametrize("response", ["", "???", "Maya Maya Maya", "日本 <script>alert(1)</script>"])

@@ -48,3 +48,17 @@ def test_offsets_of_special_and_sampled_ids(tokenizer):
         ids = [rng.randrange(tokenizer.vocab_size) for _ in range(15)]
         text = tokenizer.decode(ids)
         assert all(0 <= s <= e <= len(text) for s, e in tokenizer.offsets(ids))
+
+
+@pytest.mark.parametrize("raw, text, expected", [
+    (b"\xc3\xc3\xa9", "\ufffd\u00e9", [(0, 1), (1, 2), (1, 2)]),          # stray lead byte, then "é"
+    (b"x\xe2\xe2\x82\xac", "x\ufffd\u20ac", [(0, 1), (1, 2), (2, 3), (2, 3), (2, 3)]),
+    (b"\xe2\x82A", "\ufffdA", [(0, 1), (0, 1), (1, 2)]),                  # a cut-off "€" before "A"
+    (b"ab\xe2\x82", "ab\ufffd", [(0, 1), (1, 2), (2, 3), (2, 3)]),         # unfinished at the end
+])
+def test_offsets_of_invalid_utf8_byte_tokens(tokenizer, raw, text, expected):
+    """One token per byte, worked out by hand: each byte belongs to the character it decodes into."""
+    symbol_of_byte = {b: s for s, b in tokenizer._byte_of_symbol.items()}
+    ids = [tokenizer.hf.token_to_id(symbol_of_byte[b]) for b in raw]
+    assert tokenizer.decode(ids) == text
+    assert tokenizer.offsets(ids) == expected

@@ -1,0 +1,260 @@
+"""The reward model: first a critique in words, then a label for every response token.
+
+Text2Grad's second component (METHOD.md, "Reward model"). It learns p(z | x, y) with z = [c ; A(y)]:
+the critique c comes first and the span labels A(y) are conditioned on it. Our version is a GPT
+trunk initialised from the SFT policy, with two heads:
+  - the critique head: the trunk's own tied LM head, writing c token by token;
+  - the span head: Linear(n_embd, 3) labelling each response token negative / neutral / positive
+    (delta = -1 / 0 / +1).
+
+How the span head gets to read the critique. Attention is causal, so a token sees only what comes
+before it. We therefore lay the sequence out as
+
+    cot:     <|bos|> x <|response|> y <|critique|> c <|span|> y
+    no-cot:  <|bos|> x <|response|> y
+
+and put the span head on the *second* copy of y: each of its tokens has read the prompt, the whole
+response and the whole critique. The cost is one more copy of y (about a quarter of the sequence);
+the gain is one plain causal GPT, no extra attention module. The no-critique ablation ("w/o CoT" in
+the paper) puts the span head straight on the first copy. The critique ends with <|span|>, so at
+inference the model writes c greedily until it emits <|span|>, then the copy of y is appended.
+
+Loss = critique NLL (mean over critique tokens and the closing <|span|>) + span cross-entropy (mean
+over response tokens). Neutral tokens dominate, so the span classes are weighted by the square root
+of their inverse frequency in the training labels: rare labels count more, without the noise that
+full inverse-frequency weights bring when a class is very rare.
+
+The scalar variant, for the PPO baseline, reads one score from the hidden state of the EOS after
+<|bos|> x <|response|> y <|eos|>. It is trained by squared error on the sum of the same per-token
+labels (sum_t delta_t): the same annotations, squeezed into one number, so both PPO variants get the
+same information budget and differ only in where it lands.
+
+Annotated data is JSONL, one record per (prompt, response):
+    {"prompt": str, "response": str, "textual_feedback": str, "good_spans": [str], "poor_spans": [str]}
+the paper's annotation shape plus the text it annotates; swap in your own (an LLM's, say) and the
+labels are re-derived by align.py.
+"""
+import json
+import math
+import random
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from align import align
+from data.metrics import rouge_l
+from model import GPT, generate, left_pad
+
+IGNORE = -100          # target value the losses skip
+MAX_CRITIQUE_TOKENS = 96
+
+
+# ---------------------------------------------------------------------------------------------
+# Annotated data
+
+def annotate(task, examples, responses):
+    """Records in the annotation shape: the task's critic reads each (prompt, response)."""
+    return [{"prompt": e.prompt, "response": r, **task.critique(e, r)} for e, r in zip(examples, responses)]
+
+
+def write_jsonl(records, path):
+    with open(path, "w") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def encode_record(tokenizer, record):
+    """Token ids of prompt, response and critique, and delta (-1/0/+1) per response token.
+    Returns (item, alignment stats)."""
+    response_ids = tokenizer.encode(record["response"])
+    delta, stats = align(record["response"], tokenizer.offsets(response_ids), record)
+    item = {"prompt": tokenizer.encode(record["prompt"]), "response": response_ids,
+            "critique": tokenizer.encode(record["textual_feedback"]), "delta": [int(d) for d in delta]}
+    return item, stats
+
+
+# ---------------------------------------------------------------------------------------------
+# Sequence layout
+
+def layout(tokenizer, item, kind, cot):
+    """One training sequence. Returns (ids, critique_targets, span_labels, score_position), where the
+    target lists are aligned with ids (position t holds the target for the token at t, IGNORE elsewhere):
+      critique_targets[t] = the next token, for t = <|critique|> .. last critique token
+      span_labels[t]      = delta + 1 of the response token at t (its second copy under cot)
+      score_position      = index of the <|eos|> whose hidden state the scalar head reads
+    """
+    t = tokenizer
+    head = [t.bos_id, *item["prompt"], t.response_id, *item["response"]]
+    n = len(item["response"])
+    if kind == "scalar":
+        ids = head + [t.eos_id]
+        return ids, [IGNORE] * len(ids), [IGNORE] * len(ids), len(ids) - 1
+    if not cot:
+        return head, [IGNORE] * len(head), [IGNORE] * (len(head) - n) + [d + 1 for d in item["delta"]], None
+    critique = [t.critique_id, *item["critique"], t.span_id]
+    ids = head + critique + item["response"]
+    critique_targets = [IGNORE] * len(head) + critique[1:] + [IGNORE] * (n + 1)
+    span_labels = [IGNORE] * (len(ids) - n) + [d + 1 for d in item["delta"]]
+    return ids, critique_targets, span_labels, None
+
+
+def collate(tokenizer, items, kind, cot, device):
+    """Right-padded batch: ids (B, T), critique_targets (B, T), span_labels (B, T), score_position (B,).
+    Right padding needs no attention mask: causal attention keeps pads out of every real position."""
+    rows = [layout(tokenizer, item, kind, cot) for item in items]
+    T = max(len(r[0]) for r in rows)
+    ids = torch.full((len(rows), T), tokenizer.pad_id, dtype=torch.long)
+    critique_targets = torch.full((len(rows), T), IGNORE, dtype=torch.long)
+    span_labels = torch.full((len(rows), T), IGNORE, dtype=torch.long)
+    for i, (seq, targets, labels, _) in enumerate(rows):
+        ids[i, :len(seq)] = torch.tensor(seq)
+        critique_targets[i, :len(seq)] = torch.tensor(targets)
+        span_labels[i, :len(seq)] = torch.tensor(labels)
+    score_position = torch.tensor([r[3] if r[3] is not None else 0 for r in rows])
+    return ids.to(device), critique_targets.to(device), span_labels.to(device), score_position.to(device)
+
+
+# ---------------------------------------------------------------------------------------------
+# The model
+
+class RewardModel(nn.Module):
+    """kind "span" (with cot True or False) or "scalar"; gpt is the trunk (a copy of the SFT policy)."""
+
+    def __init__(self, gpt, kind="span", cot=True):
+        super().__init__()
+        self.gpt, self.kind, self.cot = gpt, kind, cot and kind == "span"
+        C = gpt.config.n_embd
+        self.head = nn.Linear(C, 3) if kind == "span" else nn.Linear(C, 1)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+        self.register_buffer("class_weights", torch.ones(3))
+
+    def loss(self, ids, critique_targets, span_labels, score_position, scores=None):
+        """Training loss and its parts. scores (B,) are the scalar targets (kind "scalar")."""
+        hidden, logits = self.gpt(ids)  # (B, T, C), (B, T, V)
+        if self.kind == "scalar":
+            predicted = self.head(hidden[torch.arange(len(ids)), score_position]).squeeze(-1)  # (B,)
+            loss = F.mse_loss(predicted, scores)
+            return loss, {"score_mse": loss.item()}
+        span = F.cross_entropy(self.head(hidden).flatten(0, 1), span_labels.flatten(),
+                               weight=self.class_weights, ignore_index=IGNORE)
+        parts = {"span": span.item()}
+        loss = span
+        if self.cot:
+            critique = F.cross_entropy(logits.flatten(0, 1), critique_targets.flatten(), ignore_index=IGNORE)
+            parts["critique"] = critique.item()
+            loss = loss + critique
+        return loss, parts
+
+    @torch.no_grad()
+    def predict(self, tokenizer, prompts, responses, batch_size=64):
+        """(prompt, response) strings -> (critiques, deltas): the critique the model writes (greedy;
+        "" without cot) and one delta in {-1, 0, +1} per token of tokenizer.encode(response).
+        For kind "scalar": -> scores, one float per response."""
+        device = next(self.parameters()).device
+        out_critiques, out = [], []
+        for i in range(0, len(prompts), batch_size):
+            heads = [[tokenizer.bos_id, *tokenizer.encode(p), tokenizer.response_id] for p in prompts[i:i + batch_size]]
+            bodies = [tokenizer.encode(r) for r in responses[i:i + batch_size]]
+            if self.kind == "scalar":
+                ids, mask = left_pad([h + b + [tokenizer.eos_id] for h, b in zip(heads, bodies)], tokenizer.pad_id, device)
+                hidden, _ = self.gpt(ids, mask)
+                out += self.head(hidden[:, -1]).squeeze(-1).tolist()
+                continue
+            sequences = [h + b for h, b in zip(heads, bodies)]
+            if self.cot:
+                critiques, _, keep = generate(self.gpt, [s + [tokenizer.critique_id] for s in sequences],
+                                              MAX_CRITIQUE_TOKENS, tokenizer.span_id, tokenizer.pad_id, greedy=True)
+                critiques = [[t for t, k in zip(row, m) if k and t != tokenizer.span_id]
+                             for row, m in zip(critiques.tolist(), keep.tolist())]
+                out_critiques += [tokenizer.decode(c) for c in critiques]
+                sequences = [s + [tokenizer.critique_id, *c, tokenizer.span_id] + b
+                             for s, c, b in zip(sequences, critiques, bodies)]
+            ids, mask = left_pad(sequences, tokenizer.pad_id, device)
+            hidden, _ = self.gpt(ids, mask)
+            labels = self.head(hidden).argmax(-1) - 1  # (B, T), delta at every position
+            # left padding puts every response copy at the end of its row
+            out += [labels[j, ids.shape[1] - len(b):].tolist() if b else [] for j, b in enumerate(bodies)]
+        if self.kind == "scalar":
+            return out
+        return (out_critiques if self.cot else [""] * len(out)), out
+
+
+def train_reward_model(model, tokenizer, items, steps, batch_size, lr, device, seed, desc="reward model"):
+    """AdamW with cosine decay. items: encoded records (encode_record). Returns the loss per step."""
+    rng = random.Random(seed)
+    if model.kind == "span":
+        counts = torch.bincount(torch.tensor([d + 1 for item in items for d in item["delta"]]), minlength=3).float()
+        model.class_weights.copy_((counts.sum() / (3 * counts.clamp(min=1))).sqrt())
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.1 + 0.45 * (1 + math.cos(math.pi * s / steps)))
+    model.train()
+    losses, bar = [], tqdm(range(steps), desc=desc, leave=False)
+    for _ in bar:
+        batch = rng.sample(items, batch_size)
+        ids, critique_targets, span_labels, score_position = collate(tokenizer, batch, model.kind, model.cot, device)
+        scores = torch.tensor([float(sum(item["delta"])) for item in batch], device=device)
+        loss, parts = model.loss(ids, critique_targets, span_labels, score_position, scores)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+        bar.set_postfix({k: f"{v:.3f}" for k, v in parts.items()}, refresh=False)
+    model.eval()
+    return losses
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation
+
+def _runs(delta):
+    """Maximal runs of equal non-zero labels: {(start, end, label)}."""
+    runs, start = set(), None
+    for t, d in enumerate(list(delta) + [0]):
+        if start is not None and d != delta[start]:
+            runs.add((start, t, delta[start]))
+            start = None
+        if start is None and d != 0 and t < len(delta):
+            start = t
+    return runs
+
+
+def span_metrics(predicted, gold):
+    """Token-level precision / recall / F1 of the positive and the negative label, and the share of
+    gold spans (maximal runs of one label) predicted with exactly the same boundaries."""
+    result = {}
+    for name, label in (("positive", 1), ("negative", -1)):
+        tp = sum(p == label and g == label for ps, gs in zip(predicted, gold) for p, g in zip(ps, gs))
+        n_pred = sum(p == label for ps in predicted for p in ps)
+        n_gold = sum(g == label for gs in gold for g in gs)
+        precision, recall = tp / max(1, n_pred), tp / max(1, n_gold)
+        result[f"{name}_precision"], result[f"{name}_recall"] = precision, recall
+        result[f"{name}_f1"] = 2 * precision * recall / max(1e-12, precision + recall)
+    gold_runs = [_runs(g) for g in gold]
+    hits = sum(len(_runs(p) & g) for p, g in zip(predicted, gold_runs))
+    result["exact_span_match"] = hits / max(1, sum(len(g) for g in gold_runs))
+    return result
+
+
+def evaluate_reward_model(model, tokenizer, records, items):
+    """Span metrics and critique ROUGE-L on held-out annotated records."""
+    critiques, deltas = model.predict(tokenizer, [r["prompt"] for r in records], [r["response"] for r in records])
+    result = span_metrics(deltas, [item["delta"] for item in items])
+    if model.cot:
+        result["critique_rougeL"] = sum(rouge_l(c, r["textual_feedback"]) for c, r in zip(critiques, records)) / len(records)
+    return result, critiques, deltas
+
+
+def colour_tokens(tokenizer, response, delta):
+    """The response with each token coloured by its delta (ANSI): red -1, green +1, plain 0."""
+    ids, colours = tokenizer.encode(response), {-1: "\033[41;97m", 1: "\033[42;30m"}
+    return "".join(colours.get(d, "") + tokenizer.decode([i]) + ("\033[0m" if d else "") for i, d in zip(ids, delta))
