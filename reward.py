@@ -43,9 +43,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from align import align
+from align import align, parse_annotation
 from data.metrics import rouge_l
-from model import GPT, generate, left_pad
+from model import generate, left_pad
 
 IGNORE = -100          # target value the losses skip
 MAX_CRITIQUE_TOKENS = 96
@@ -73,10 +73,11 @@ def read_jsonl(path):
 def encode_record(tokenizer, record):
     """Token ids of prompt, response and critique, and delta (-1/0/+1) per response token.
     Returns (item, alignment stats)."""
+    annotation = parse_annotation({k: v for k, v in record.items() if k not in ("prompt", "response")})
     response_ids = tokenizer.encode(record["response"])
-    delta, stats = align(record["response"], tokenizer.offsets(response_ids), record)
+    delta, stats = align(record["response"], tokenizer.offsets(response_ids), annotation)
     item = {"prompt": tokenizer.encode(record["prompt"]), "response": response_ids,
-            "critique": tokenizer.encode(record["textual_feedback"]), "delta": [int(d) for d in delta]}
+            "critique": tokenizer.encode(annotation["textual_feedback"]), "delta": [int(d) for d in delta]}
     return item, stats
 
 
@@ -170,8 +171,13 @@ class RewardModel(nn.Module):
                 continue
             sequences = [h + b for h, b in zip(heads, bodies)]
             if self.cot:
+                # room left for the critique once the prompt, <|critique|>, <|span|> and the copy are in
+                room = self.gpt.config.block_size - max(len(s) for s in sequences) - 2 - max(len(b) for b in bodies)
+                if room < 1:
+                    raise ValueError(f"prompt and response are too long for block_size {self.gpt.config.block_size}")
                 critiques, _, keep = generate(self.gpt, [s + [tokenizer.critique_id] for s in sequences],
-                                              MAX_CRITIQUE_TOKENS, tokenizer.span_id, tokenizer.pad_id, greedy=True)
+                                              min(MAX_CRITIQUE_TOKENS, room), tokenizer.span_id, tokenizer.pad_id,
+                                              greedy=True)
                 critiques = [[t for t, k in zip(row, m) if k and t != tokenizer.span_id]
                              for row, m in zip(critiques.tolist(), keep.tolist())]
                 out_critiques += [tokenizer.decode(c) for c in critiques]
@@ -246,8 +252,17 @@ def span_metrics(predicted, gold):
 
 
 def evaluate_reward_model(model, tokenizer, records, items):
-    """Span metrics and critique ROUGE-L on held-out annotated records."""
-    critiques, deltas = model.predict(tokenizer, [r["prompt"] for r in records], [r["response"] for r in records])
+    """On held-out annotated records: span metrics and critique ROUGE-L against the critic's (span
+    kinds), or the error and correlation of the score against sum_t delta_t (scalar).
+    Returns (metrics, critiques, deltas or scores)."""
+    prompts, responses = [r["prompt"] for r in records], [r["response"] for r in records]
+    if model.kind == "scalar":
+        scores = model.predict(tokenizer, prompts, responses)
+        target = torch.tensor([float(sum(item["delta"])) for item in items])
+        predicted = torch.tensor(scores)
+        correlation = torch.corrcoef(torch.stack([predicted, target]))[0, 1].item()
+        return {"score_mse": F.mse_loss(predicted, target).item(), "score_correlation": correlation}, None, scores
+    critiques, deltas = model.predict(tokenizer, prompts, responses)
     result = span_metrics(deltas, [item["delta"] for item in items])
     if model.cot:
         result["critique_rougeL"] = sum(rouge_l(c, r["textual_feedback"]) for c, r in zip(critiques, records)) / len(records)
@@ -255,6 +270,10 @@ def evaluate_reward_model(model, tokenizer, records, items):
 
 
 def colour_tokens(tokenizer, response, delta):
-    """The response with each token coloured by its delta (ANSI): red -1, green +1, plain 0."""
-    ids, colours = tokenizer.encode(response), {-1: "\033[41;97m", 1: "\033[42;30m"}
-    return "".join(colours.get(d, "") + tokenizer.decode([i]) + ("\033[0m" if d else "") for i, d in zip(ids, delta))
+    """The response with each token coloured by its delta (ANSI): red -1, green +1, plain 0.
+    Cut by character offsets, so the byte pieces of one character print it once."""
+    colours, out, done = {-1: "\033[41;97m", 1: "\033[42;30m"}, [], 0
+    for (start, end), d in zip(tokenizer.offsets(tokenizer.encode(response)), delta):
+        piece, done = response[max(start, done):end], max(done, end)
+        out.append(colours[d] + piece + "\033[0m" if d in colours and piece else piece)
+    return "".join(out)

@@ -1,17 +1,20 @@
 """text2grad: the experiment, end to end, on one toy task.
 
-    data -> tokenizer -> SFT policy -> evaluate
+    data -> tokenizer -> SFT policy -> evaluate -> annotate (critic) -> reward models
 
 Run `python text2grad.py --help` for the flags. Everything a run makes goes into --out:
-    tokenizer.json   the byte-level BPE tokenizer
-    sft.pt           the SFT policy checkpoint (weights, model config, tokenizer, step)
-    results.json     metrics per split, flaw statistics, wall time per stage
-    samples.jsonl    greedy test responses with the critic's annotation
+    tokenizer.json              the byte-level BPE tokenizer
+    sft.pt                      the SFT policy checkpoint (weights, model config, tokenizer, step)
+    samples.jsonl               greedy SFT test responses with the critic's annotation
+    annotations_{split}.jsonl   sampled SFT responses annotated by the critic (reward-model data)
+    reward_{cot,no_cot,scalar}.pt  the reward models
+    results.json                metrics per stage, flaw statistics, wall time per stage
 
 Simplifications, on purpose: one fixed learning-rate schedule, no gradient accumulation, no mixed
 precision; the whole dataset lives in memory (it is a few thousand short strings).
 """
 import argparse
+import copy
 import json
 import math
 import os
@@ -28,14 +31,21 @@ from align import align
 from data import get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig, generate
+from reward import (RewardModel, annotate, colour_tokens, encode_record, evaluate_reward_model, layout,
+                    read_jsonl, train_reward_model)
 
 # Sizes a run may pick with --preset. "small" is a first look: about half a minute per task on 2 CPU cores.
 PRESETS = {
     "default": dict(train=4000, validation=200, test=200, vocab_size=1024, sft_steps=1500, batch_size=32,
-                    lr=2e-3, model=dict(n_layer=4, n_head=4, n_embd=128)),
+                    lr=2e-3, model=dict(n_layer=4, n_head=4, n_embd=128),
+                    samples_per_prompt=2, reward_steps=800, reward_lr=1e-3),
     "small": dict(train=1500, validation=100, test=100, vocab_size=512, sft_steps=400, batch_size=32,
-                  lr=3e-3, model=dict(n_layer=2, n_head=4, n_embd=96)),
+                  lr=3e-3, model=dict(n_layer=2, n_head=4, n_embd=96),
+                  samples_per_prompt=1, reward_steps=200, reward_lr=2e-3),
 }
+# The three reward models: name -> (kind, cot). "cot" is Text2Grad's; "no_cot" the paper's ablation
+# without the critique; "scalar" one score per response, for the standard-PPO baseline.
+REWARD_MODELS = {"cot": ("span", True), "no_cot": ("span", False), "scalar": ("scalar", False)}
 MAX_NEW_TOKENS = 64  # longest response the policy may write; demonstrations fit well inside
 
 
@@ -67,9 +77,11 @@ def atomic_save(obj, path):
     os.replace(tmp, path)
 
 
-def save_checkpoint(path, model, tokenizer, step):
-    atomic_save({"model": model.state_dict(), "config": asdict(model.config),
-                 "tokenizer": tokenizer.to_json(), "step": step}, path)
+def save_checkpoint(path, model, tokenizer, step, **extra):
+    """Weights, the GPT config, the tokenizer and the step; extra keys (a reward model's kind) too."""
+    config = model.gpt.config if isinstance(model, RewardModel) else model.config
+    atomic_save({"model": model.state_dict(), "config": asdict(config), "tokenizer": tokenizer.to_json(),
+                 "step": step, **extra}, path)
 
 
 def load_checkpoint(path, device="cpu"):
@@ -172,6 +184,64 @@ def flaw_rates(examples):
 
 
 # ---------------------------------------------------------------------------------------------
+# Annotation and reward models
+
+def annotate_stage(task, policy, tokenizer, splits, samples_per_prompt, seed, out):
+    """Sample responses from the SFT policy at temperature 1 (the reward model must know the policy's
+    own mistakes, not only the demonstrations'), let the task's critic annotate them, save JSONL.
+    Returns {split: records}."""
+    generator = torch.Generator(next(policy.parameters()).device).manual_seed(seed)
+    records = {}
+    for split, k in (("train", samples_per_prompt), ("validation", 1), ("test", 1)):
+        examples = [e for e in splits[split] for _ in range(k)]
+        responses, _ = respond(policy, tokenizer, [e.prompt for e in examples], greedy=False,
+                               generator=generator, desc=f"annotate {split}")
+        records[split] = annotate(task, examples, responses)
+        path = os.path.join(out, f"annotations_{split}.jsonl")
+        atomic_save("".join(json.dumps(r) + "\n" for r in records[split]), path)
+    return records
+
+
+def encode_records(tokenizer, records, block_size):
+    """Encoded items (reward.encode_record) and statistics. A critique too long for the block (cot
+    layout) is cut at the end: dropping the record instead would drop the long, rambling responses,
+    which are the ones most worth criticising."""
+    items, truncated = [], 0
+    totals = {"spans": 0, "unaligned": 0, "labelled_tokens": 0, "tokens": 0}
+    for record in records:
+        item, stats = encode_record(tokenizer, record)
+        for k in totals:
+            totals[k] += stats[k]
+        overflow = len(layout(tokenizer, item, "span", cot=True)[0]) - block_size
+        if overflow > 0:
+            item["critique"] = item["critique"][:len(item["critique"]) - overflow]
+            truncated += 1
+        items.append(item)
+    return items, {"unaligned_rate": totals["unaligned"] / max(1, totals["spans"]),
+                   "labelled_token_share": totals["labelled_tokens"] / max(1, totals["tokens"]),
+                   "critiques_truncated": truncated, "records": len(records)}
+
+
+def reward_stage(policy, tokenizer, records, preset, device, seed, out):
+    """Train and evaluate the three reward models on the annotated records. Returns (results, {name: model})."""
+    encoded = {split: encode_records(tokenizer, records[split], policy.config.block_size) for split in records}
+    results = {"alignment": {split: stats for split, (_, stats) in encoded.items()}}
+    models = {}
+    for name, (kind, cot) in REWARD_MODELS.items():
+        start = time.time()
+        model = RewardModel(copy.deepcopy(policy), kind, cot).to(device)
+        losses = train_reward_model(model, tokenizer, encoded["train"][0], preset["reward_steps"], preset["batch_size"],
+                                    preset["reward_lr"], device, seed, desc=f"reward model ({name})")
+        save_checkpoint(os.path.join(out, f"reward_{name}.pt"), model, tokenizer, preset["reward_steps"],
+                        kind=kind, cot=cot)
+        results[name], _, _ = evaluate_reward_model(model, tokenizer, records["test"], encoded["test"][0])
+        results[name]["final_loss"] = sum(losses[-20:]) / len(losses[-20:])
+        results[name]["time_s"] = time.time() - start
+        models[name] = model
+    return results, models
+
+
+# ---------------------------------------------------------------------------------------------
 
 def run(args):
     preset = PRESETS[args.preset]
@@ -207,18 +277,44 @@ def run(args):
     results["sft"]["test"], samples = evaluate(task, model, tokenizer, splits["test"])
     atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(args.out, "samples.jsonl"))
     timings["evaluate"] = time.time() - start
-    results["wall_time_s"] = timings
-
-    atomic_save(json.dumps(results, indent=2), os.path.join(args.out, "results.json"))
-
     test = results["sft"]["test"]
     print(f"[{task.NAME}] SFT test {task.PRIMARY} {test[task.PRIMARY]:.3f} (demonstrations score "
           f"{results['demonstration_score']:.3f}); critic blames {test['criticised']:.0%} of responses, "
-          f"{test['unaligned_rate']:.1%} of its spans unaligned; "
-          f"SFT {timings['sft']:.0f}s, total {sum(timings.values()):.0f}s -> {args.out}/results.json")
-    for s in samples[:3]:
-        print(f"  prompt:   {s['prompt']}\n  response: {s['response']}\n  critique: {s['textual_feedback']}")
+          f"{test['unaligned_rate']:.1%} of its spans unaligned; SFT {timings['sft']:.0f}s")
+
+    start = time.time()
+    if args.annotations:
+        records = {split: read_jsonl(os.path.join(args.annotations, f"annotations_{split}.jsonl"))
+                   for split in ("train", "validation", "test")}
+    else:
+        records = annotate_stage(task, model, tokenizer, splits, preset["samples_per_prompt"], args.seed, args.out)
+    timings["annotate"] = time.time() - start
+
+    start = time.time()
+    results["reward_model"], reward_models = reward_stage(model, tokenizer, records, preset, device, args.seed, args.out)
+    timings["reward_models"] = time.time() - start
+    results["wall_time_s"] = timings
+    atomic_save(json.dumps(results, indent=2), os.path.join(args.out, "results.json"))
+
+    rm = results["reward_model"]
+    for name in ("cot", "no_cot"):
+        print(f"[{task.NAME}] reward model {name:6s}: span F1 positive {rm[name]['positive_f1']:.3f}, "
+              f"negative {rm[name]['negative_f1']:.3f}, exact spans {rm[name]['exact_span_match']:.3f}"
+              + (f", critique ROUGE-L {rm[name]['critique_rougeL']:.3f}" if name == "cot" else ""))
+    print(f"[{task.NAME}] reward model scalar: correlation with the summed labels {rm['scalar']['score_correlation']:.3f}; "
+          f"total {sum(timings.values()):.0f}s -> {args.out}/results.json")
+    show_predictions(reward_models["cot"], tokenizer, records["test"][:3])
     return results
+
+
+def show_predictions(model, tokenizer, records):
+    """A few test responses, coloured by the reward model's predicted delta, each with its critique."""
+    if not sys.stdout.isatty():
+        return
+    critiques, deltas = model.predict(tokenizer, [r["prompt"] for r in records], [r["response"] for r in records])
+    print("  (red: delta -1, green: +1)")
+    for record, critique, delta in zip(records, critiques, deltas):
+        print(f"  response: {colour_tokens(tokenizer, record['response'], delta)}\n  critique: {critique}")
 
 
 def main(argv=None):
@@ -229,10 +325,15 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     parser.add_argument("--out", default="runs", help="output directory (one sub-folder per task)")
+    parser.add_argument("--annotations", metavar="DIR", help="read annotations_{train,validation,test}.jsonl "
+                        "from DIR instead of sampling the SFT policy and running the critic")
     args = parser.parse_args(argv)
     for name in (["summarize", "code", "qa"] if args.task == "all" else [args.task]):
         try:
-            run(argparse.Namespace(**{**vars(args), "task": name, "out": os.path.join(args.out, name)}))
+            per_task = {"task": name, "out": os.path.join(args.out, name)}
+            if args.annotations and args.task == "all":
+                per_task["annotations"] = os.path.join(args.annotations, name)
+            run(argparse.Namespace(**{**vars(args), **per_task}))
         except OSError as error:
             fail(f"cannot write the output ({error.strerror or error}: {error.filename or args.out}); choose another --out")
         except KeyboardInterrupt:

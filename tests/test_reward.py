@@ -1,0 +1,142 @@
+"""reward.py: what the losses see, where the labels sit, and that a tiny model memorises its data."""
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from align import align
+from data.tokenizer import Tokenizer
+from model import GPT, GPTConfig
+from reward import IGNORE, RewardModel, collate, colour_tokens, encode_record, layout, span_metrics, train_reward_model
+
+RECORDS = [
+    {"prompt": "Where does Omar live?", "response": "Omar lives in Rome. He is tall.",
+     "textual_feedback": "Wrong city: Oslo. The height is not in the passage.",
+     "good_spans": ["Omar"], "poor_spans": ["in Rome", "He is tall."]},
+    {"prompt": "Where does Lena live?", "response": "Lena lives in Oslo.",
+     "textual_feedback": "Correct.", "good_spans": ["in Oslo"], "poor_spans": []},
+    {"prompt": "What is Ada's job?", "response": "Ada works as a pilot, and she sings.",
+     "textual_feedback": "The job is right; the singing was not asked.",
+     "good_spans": ["as a pilot"], "poor_spans": ["and she sings"]},
+    {"prompt": "How many cats?", "response": "Seven cats.", "textual_feedback": "Off by one: six.",
+     "good_spans": [], "poor_spans": ["Seven"]},
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    text = [t for r in RECORDS for t in (r["prompt"], r["response"], r["textual_feedback"])]
+    return Tokenizer.train(text * 10, vocab_size=300)
+
+
+@pytest.fixture(scope="module")
+def items(tokenizer):
+    return [encode_record(tokenizer, r)[0] for r in RECORDS]
+
+
+def test_labels_are_aligns_delta(tokenizer, items):
+    for record, item in zip(RECORDS, items):
+        ids = tokenizer.encode(record["response"])
+        expected, _ = align(record["response"], tokenizer.offsets(ids), record)
+        assert item["response"] == ids and item["delta"] == expected
+
+
+@pytest.mark.parametrize("cot", [True, False])
+def test_span_labels_sit_on_the_response_tokens_they_label(tokenizer, items, cot):
+    """Off-by-one guard: wherever a span label is set, the token at that position is the response
+    token it labels, in order, and (cot) that copy comes after the whole critique."""
+    for item in items:
+        ids, critique_targets, span_labels, _ = layout(tokenizer, item, "span", cot)
+        positions = [t for t, label in enumerate(span_labels) if label != IGNORE]
+        assert [ids[t] for t in positions] == item["response"]
+        assert [span_labels[t] - 1 for t in positions] == item["delta"]
+        if cot:
+            assert positions[0] == ids.index(tokenizer.span_id) + 1
+            targets = [(t, y) for t, y in enumerate(critique_targets) if y != IGNORE]
+            # position t predicts token t+1: the critique, then the <|span|> that closes it
+            assert [y for _, y in targets] == item["critique"] + [tokenizer.span_id]
+            assert all(ids[t + 1] == y for t, y in targets)
+            assert targets[0][0] == ids.index(tokenizer.critique_id)
+        else:
+            assert positions == list(range(len(ids) - len(item["response"]), len(ids)))
+            assert all(y == IGNORE for y in critique_targets)
+
+
+def test_losses_see_only_their_positions(tokenizer, items):
+    """The batched loss equals a naive loop over each sequence's own critique and span positions:
+    prompt, critique (for the span loss) and padding positions contribute nothing."""
+    torch.manual_seed(0)
+    model = RewardModel(GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=128, n_layer=1, n_head=2,
+                                      n_embd=16)), "span", cot=True)
+    torch.nn.init.normal_(model.head.weight)
+    model.class_weights.copy_(torch.tensor([2.0, 0.5, 1.5]))
+    ids, critique_targets, span_labels, positions = collate(tokenizer, items, "span", True, "cpu")
+    loss, parts = model.loss(ids, critique_targets, span_labels, positions)
+    critique_nll, span_sum, span_weight = [], 0.0, 0.0
+    for item in items:   # one unpadded sequence at a time
+        seq, targets, labels, _ = layout(tokenizer, item, "span", True)
+        hidden, logits = model.gpt(torch.tensor([seq]))
+        for t in range(len(seq)):
+            if targets[t] != IGNORE:
+                critique_nll.append(-torch.log_softmax(logits[0, t], -1)[targets[t]])
+            if labels[t] != IGNORE:
+                w = model.class_weights[labels[t]]
+                span_sum += -w * torch.log_softmax(model.head(hidden[0, t]), -1)[labels[t]]
+                span_weight += w
+    assert parts["critique"] == pytest.approx(torch.stack(critique_nll).mean().item(), abs=1e-5)
+    assert parts["span"] == pytest.approx((span_sum / span_weight).item(), abs=1e-5)
+    assert loss.item() == pytest.approx(parts["critique"] + parts["span"], abs=1e-5)
+
+
+def test_scalar_head_reads_the_eos(tokenizer, items):
+    torch.manual_seed(0)
+    model = RewardModel(GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=64, n_layer=1, n_head=2,
+                                      n_embd=16)), "scalar")
+    torch.nn.init.normal_(model.head.weight)
+    ids, _, _, positions = collate(tokenizer, items, "scalar", False, "cpu")
+    scores = torch.tensor([float(sum(item["delta"])) for item in items])
+    _, parts = model.loss(ids, None, None, positions, scores)
+    naive = []
+    for item in items:
+        seq = layout(tokenizer, item, "scalar", False)[0]
+        assert seq[-1] == tokenizer.eos_id
+        naive.append(model.head(model.gpt(torch.tensor([seq]))[0][0, -1]).squeeze())
+    assert parts["score_mse"] == pytest.approx(F.mse_loss(torch.stack(naive), scores).item(), abs=1e-5)
+
+
+def test_span_metrics_hand_worked():
+    gold = [[1, 1, 0, -1, -1, 0], [0, -1, 0]]
+    predicted = [[1, 0, 0, -1, -1, -1], [0, -1, 1]]
+    m = span_metrics(predicted, gold)
+    # positive: 1 hit of 2 predicted and 2 gold -> P = R = 1/2
+    assert (m["positive_precision"], m["positive_recall"], m["positive_f1"]) == pytest.approx((0.5, 0.5, 0.5))
+    # negative: 3 hits, 4 predicted, 3 gold -> P 3/4, R 1, F 6/7
+    assert (m["negative_precision"], m["negative_recall"], m["negative_f1"]) == pytest.approx((0.75, 1.0, 6 / 7))
+    # gold runs: (0,2,+1), (3,5,-1), (1,2,-1); only the last is predicted with the same boundaries
+    assert m["exact_span_match"] == pytest.approx(1 / 3)
+
+
+def test_colouring_keeps_the_text(tokenizer):
+    response = RECORDS[0]["response"]
+    delta = encode_record(tokenizer, RECORDS[0])[0]["delta"]
+    coloured = colour_tokens(tokenizer, response, delta)
+    assert re.sub(r"\033\[[0-9;]*m", "", coloured) == response and "\033[41;97m" in coloured
+
+
+@pytest.mark.parametrize("kind, cot", [("span", True), ("span", False), ("scalar", False)])
+def test_tiny_reward_model_memorises_its_training_set(tokenizer, items, kind, cot):
+    torch.manual_seed(0)
+    model = RewardModel(GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=128, n_layer=2, n_head=2,
+                                      n_embd=48)), kind, cot)
+    losses = train_reward_model(model, tokenizer, items, steps=150, batch_size=4, lr=3e-3, device="cpu", seed=0)
+    assert losses[-1] < 0.1 * losses[0]
+    prompts, responses = [r["prompt"] for r in RECORDS], [r["response"] for r in RECORDS]
+    if kind == "scalar":
+        scores = model.predict(tokenizer, prompts, responses)
+        assert scores == pytest.approx([sum(item["delta"]) for item in items], abs=0.3)
+        return
+    critiques, deltas = model.predict(tokenizer, prompts, responses)
+    assert deltas == [item["delta"] for item in items]
+    if cot:
+        assert critiques == [r["textual_feedback"] for r in RECORDS]
