@@ -85,11 +85,14 @@ def save_checkpoint(path, model, tokenizer, step, **extra):
 
 
 def load_checkpoint(path, device="cpu"):
-    """(model, tokenizer, step) from a checkpoint written by save_checkpoint."""
+    """(model, tokenizer, step) from a checkpoint written by save_checkpoint: a GPT, or a
+    RewardModel when the checkpoint records a reward model's kind."""
     ckpt = torch.load(path, map_location=device, weights_only=True)
-    model = GPT(GPTConfig(**ckpt["config"])).to(device)
+    model = GPT(GPTConfig(**ckpt["config"]))
+    if "kind" in ckpt:
+        model = RewardModel(model, ckpt["kind"], ckpt["cot"])
     model.load_state_dict(ckpt["model"])
-    return model, Tokenizer.from_json(ckpt["tokenizer"]), ckpt["step"]
+    return model.to(device).eval(), Tokenizer.from_json(ckpt["tokenizer"]), ckpt["step"]
 
 
 # ---------------------------------------------------------------------------------------------

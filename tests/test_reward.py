@@ -140,3 +140,16 @@ def test_tiny_reward_model_memorises_its_training_set(tokenizer, items, kind, co
     assert deltas == [item["delta"] for item in items]
     if cot:
         assert critiques == [r["textual_feedback"] for r in RECORDS]
+
+
+def test_reward_checkpoint_round_trip(tmp_path, tokenizer, items):
+    import text2grad
+    torch.manual_seed(0)
+    model = RewardModel(GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=128, n_layer=1, n_head=2,
+                                      n_embd=16)), "span", cot=False)
+    torch.nn.init.normal_(model.head.weight)
+    text2grad.save_checkpoint(tmp_path / "rm.pt", model, tokenizer, 3, kind="span", cot=False)
+    loaded, _, step = text2grad.load_checkpoint(tmp_path / "rm.pt")
+    prompts, responses = [r["prompt"] for r in RECORDS], [r["response"] for r in RECORDS]
+    assert step == 3 and (loaded.kind, loaded.cot) == ("span", False)
+    assert loaded.predict(tokenizer, prompts, responses) == model.eval().predict(tokenizer, prompts, responses)
