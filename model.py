@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from tqdm import tqdm
 
 
 @dataclass
@@ -187,3 +188,26 @@ def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, gr
         attention_mask = torch.cat([attention_mask, alive.long()[:, None]], dim=1)
         logits = model(token[:, None], attention_mask, cache)[1][:, -1]
     return torch.stack(tokens, 1), torch.stack(logprobs, 1), torch.stack(masks, 1)
+
+
+def fit(model, batch_loss, steps, lr, warmup=0, desc="train"):
+    """The optimisation loop SFT and the reward models share: Adam (no weight decay: the models are
+    tiny and the data plentiful), linear warm-up over `warmup` steps, then cosine decay to 10% of lr,
+    gradients clipped to norm 1. batch_loss(step) -> (loss, {name: float} to show). Returns the
+    loss per step."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.95))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: (s + 1) / warmup if s < warmup else
+                                                 0.1 + 0.45 * (1 + math.cos(math.pi * (s - warmup) / (steps - warmup))))
+    model.train()
+    losses, bar = [], tqdm(range(steps), desc=desc, leave=False)
+    for step in bar:
+        loss, parts = batch_loss(step)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+        bar.set_postfix({k: f"{v:.3f}" for k, v in parts.items()}, refresh=False)
+    model.eval()
+    return losses

@@ -35,17 +35,15 @@ the paper's annotation shape plus the text it annotates; swap in your own (an LL
 labels are re-derived by align.py.
 """
 import json
-import math
 import random
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from tqdm import tqdm
 
 from align import align, parse_annotation
 from data.metrics import rouge_l
-from model import generate, left_pad
+from model import fit, generate, left_pad
 
 IGNORE = -100          # target value the losses skip
 MAX_CRITIQUE_TOKENS = 96
@@ -194,29 +192,21 @@ class RewardModel(nn.Module):
 
 
 def train_reward_model(model, tokenizer, items, steps, batch_size, lr, device, seed, desc="reward model"):
-    """AdamW with cosine decay. items: encoded records (encode_record). Returns the loss per step."""
+    """model.fit (no warm-up: the trunk starts from the SFT weights) on encoded records
+    (encode_record). The span classes are weighted from the training labels first. Returns the loss
+    per step."""
     rng = random.Random(seed)
     if model.kind == "span":
         counts = torch.bincount(torch.tensor([d + 1 for item in items for d in item["delta"]]), minlength=3).float()
         model.class_weights.copy_((counts.sum() / (3 * counts.clamp(min=1))).sqrt())
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.1 + 0.45 * (1 + math.cos(math.pi * s / steps)))
-    model.train()
-    losses, bar = [], tqdm(range(steps), desc=desc, leave=False)
-    for _ in bar:
+
+    def batch_loss(step):
         batch = rng.sample(items, batch_size)
         ids, critique_targets, span_labels, score_position = collate(tokenizer, batch, model.kind, model.cot, device)
         scores = torch.tensor([float(sum(item["delta"])) for item in batch], device=device)
-        loss, parts = model.loss(ids, critique_targets, span_labels, score_position, scores)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        losses.append(loss.item())
-        bar.set_postfix({k: f"{v:.3f}" for k, v in parts.items()}, refresh=False)
-    model.eval()
-    return losses
+        return model.loss(ids, critique_targets, span_labels, score_position, scores)
+
+    return fit(model, batch_loss, steps, lr, desc=desc)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,7 +16,6 @@ precision; the whole dataset lives in memory (it is a few thousand short strings
 import argparse
 import copy
 import json
-import math
 import os
 import random
 import sys
@@ -30,7 +29,7 @@ from tqdm import tqdm
 from align import align
 from data import get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
-from model import GPT, GPTConfig, generate
+from model import GPT, GPTConfig, fit, generate
 from reward import (RewardModel, annotate, colour_tokens, encode_record, evaluate_reward_model, layout,
                     read_jsonl, train_reward_model)
 
@@ -119,29 +118,17 @@ def sft_batch(tokenizer, examples, device):
 
 
 def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed):
-    """Adam (no weight decay: the model is tiny and the data plentiful) with a linear warm-up, then a
-    cosine decay to 10% of lr. Returns the loss per step."""
+    """Next-token cross-entropy on the demonstrations (model.fit, 5% warm-up). Returns the loss per step."""
     rng = random.Random(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.95))
-    warmup = max(1, steps // 20)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: (s + 1) / warmup if s < warmup else
-                                                 0.1 + 0.45 * (1 + math.cos(math.pi * (s - warmup) / (steps - warmup))))
-    model.train()
-    losses, bar = [], tqdm(range(steps), desc="sft", leave=False)
-    for _ in bar:
+
+    def batch_loss(step):
         inputs, targets, loss_mask = sft_batch(tokenizer, rng.sample(examples, batch_size), device)
-        _, logits = model(inputs)                                                  # (B, T, V)
+        _, logits = model(inputs)                                                          # (B, T, V)
         nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")  # (B*T,)
         loss = (nll * loss_mask.flatten()).sum() / loss_mask.sum()  # mean over response tokens
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        losses.append(loss.item())
-        bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
-    model.eval()
-    return losses
+        return loss, {"loss": loss.item()}
+
+    return fit(model, batch_loss, steps, lr, warmup=max(1, steps // 20), desc="sft")
 
 
 # ---------------------------------------------------------------------------------------------
