@@ -57,12 +57,6 @@ def annotate(task, examples, responses):
     return [{"prompt": e.prompt, "response": r, **task.critique(e, r)} for e, r in zip(examples, responses)]
 
 
-def write_jsonl(records, path):
-    with open(path, "w") as f:
-        for r in records:
-            f.write(json.dumps(r) + "\n")
-
-
 def read_jsonl(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
