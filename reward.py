@@ -58,8 +58,21 @@ def annotate(task, examples, responses):
 
 
 def read_jsonl(path):
+    """Records of a JSONL file; a line that is not a JSON object with a prompt and a response
+    raises ValueError naming the file and the line."""
+    records = []
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}, line {n}: not valid JSON ({error.msg})") from None
+            if not isinstance(record, dict) or not all(isinstance(record.get(k), str) for k in ("prompt", "response")):
+                raise ValueError(f"{path}, line {n}: a record needs string fields \"prompt\" and \"response\"")
+            records.append(record)
+    return records
 
 
 def encode_record(tokenizer, record):

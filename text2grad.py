@@ -192,6 +192,20 @@ def annotate_stage(task, policy, tokenizer, splits, samples_per_prompt, seed, ou
     return records
 
 
+def read_annotations(folder):
+    """{split: records} from folder/annotations_{split}.jsonl; unusable input ends the run with one line."""
+    records = {}
+    for split in ("train", "validation", "test"):
+        path = os.path.join(folder, f"annotations_{split}.jsonl")
+        try:
+            records[split] = read_jsonl(path)
+        except OSError as error:
+            fail(f"--annotations: cannot read {path} ({error.strerror})")
+        except ValueError as error:
+            fail(str(error))
+    return records
+
+
 def encode_records(tokenizer, records, block_size):
     """Encoded items (reward.encode_record) and statistics. A critique too long for the block (cot
     layout) is cut at the end: dropping the record instead would drop the long, rambling responses,
@@ -237,6 +251,7 @@ def run(args):
     preset = PRESETS[args.preset]
     device = pick_device(args.device)
     task = get_task(args.task)
+    given_annotations = read_annotations(args.annotations) if args.annotations else None  # checked before any work
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(args.seed)
     timings, results = {}, {"task": task.NAME, "preset": args.preset, "seed": args.seed, "device": device}
@@ -273,9 +288,8 @@ def run(args):
           f"{test['unaligned_rate']:.1%} of its spans unaligned; SFT {timings['sft']:.0f}s")
 
     start = time.time()
-    if args.annotations:
-        records = {split: read_jsonl(os.path.join(args.annotations, f"annotations_{split}.jsonl"))
-                   for split in ("train", "validation", "test")}
+    if given_annotations:
+        records = given_annotations
     else:
         records = annotate_stage(task, model, tokenizer, splits, preset["samples_per_prompt"], args.seed, args.out)
     timings["annotate"] = time.time() - start

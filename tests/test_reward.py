@@ -153,3 +153,14 @@ def test_reward_checkpoint_round_trip(tmp_path, tokenizer, items):
     prompts, responses = [r["prompt"] for r in RECORDS], [r["response"] for r in RECORDS]
     assert step == 3 and (loaded.kind, loaded.cot) == ("span", False)
     assert loaded.predict(tokenizer, prompts, responses) == model.eval().predict(tokenizer, prompts, responses)
+
+
+def test_bad_annotation_files_name_the_line(tmp_path):
+    from reward import read_jsonl
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"prompt": "p", "response": "r"}\n\n{"prompt": "p"}\n')
+    with pytest.raises(ValueError, match=r"a.jsonl, line 3: a record needs"):
+        read_jsonl(path)
+    path.write_text('{"prompt": "p", "response": "r"}\n{"prompt": \n')
+    with pytest.raises(ValueError, match=r"line 2: not valid JSON"):
+        read_jsonl(path)
