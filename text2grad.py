@@ -33,7 +33,7 @@ from model import GPT, GPTConfig, fit, generate
 from reward import (RewardModel, annotate, colour_tokens, encode_record, evaluate_reward_model, layout,
                     read_jsonl, train_reward_model)
 
-# Sizes a run may pick with --preset. "small" is a first look: about half a minute per task on 2 CPU cores.
+# Sizes a run may pick with --preset. "small" is a first look: about a minute per task on 2 CPU cores.
 PRESETS = {
     "default": dict(train=4000, validation=200, test=200, vocab_size=1024, sft_steps=1500, batch_size=32,
                     lr=2e-3, model=dict(n_layer=4, n_head=4, n_embd=128),
