@@ -288,10 +288,8 @@ def run(args):
           f"{test['unaligned_rate']:.1%} of its spans unaligned; SFT {timings['sft']:.0f}s")
 
     start = time.time()
-    if given_annotations:
-        records = given_annotations
-    else:
-        records = annotate_stage(task, model, tokenizer, splits, preset["samples_per_prompt"], args.seed, args.out)
+    records = given_annotations or annotate_stage(task, model, tokenizer, splits, preset["samples_per_prompt"],
+                                                  args.seed, args.out)
     timings["annotate"] = time.time() - start
 
     start = time.time()
