@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from align import align
-from data import get_task, make_splits
+from data import SPLITS, get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig, fit, generate
 from reward import (RewardModel, annotate, colour_tokens, encode_record, evaluate_reward_model, layout,
@@ -195,7 +195,7 @@ def annotate_stage(task, policy, tokenizer, splits, samples_per_prompt, seed, ou
 def read_annotations(folder):
     """{split: records} from folder/annotations_{split}.jsonl; unusable input ends the run with one line."""
     records = {}
-    for split in ("train", "validation", "test"):
+    for split in SPLITS:
         path = os.path.join(folder, f"annotations_{split}.jsonl")
         try:
             records[split] = read_jsonl(path)
@@ -257,7 +257,7 @@ def run(args):
     timings, results = {}, {"task": task.NAME, "preset": args.preset, "seed": args.seed, "device": device}
 
     start = time.time()
-    splits = make_splits(task, {s: preset[s] for s in ("train", "validation", "test")}, seed=args.seed)
+    splits = make_splits(task, {s: preset[s] for s in SPLITS}, seed=args.seed)
     tokenizer = Tokenizer.train(training_texts(task, splits), preset["vocab_size"])
     atomic_save(tokenizer.to_json(), os.path.join(args.out, "tokenizer.json"))
     results["demonstration_flaw_rates"] = flaw_rates(splits["train"])
