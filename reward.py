@@ -161,14 +161,17 @@ class RewardModel(nn.Module):
 
     @torch.no_grad()
     def predict(self, tokenizer, prompts, responses, batch_size=64):
-        """(prompt, response) strings -> (critiques, deltas): the critique the model writes (greedy;
-        "" without cot) and one delta in {-1, 0, +1} per token of tokenizer.encode(response).
-        For kind "scalar": -> scores, one float per response."""
+        """(prompt, response) pairs -> (critiques, deltas): the critique the model writes (greedy;
+        "" without cot) and one delta in {-1, 0, +1} per response token. A prompt or response is a
+        string (encoded here) or a token-id list (the tokens a policy sampled, which need not be the
+        tokenizer's own encoding of their text). For kind "scalar": -> scores, one float per response."""
+        def as_ids(texts):
+            return [t if isinstance(t, list) else tokenizer.encode(t) for t in texts]
         device = next(self.parameters()).device
         out_critiques, out = [], []
         for i in range(0, len(prompts), batch_size):
-            heads = [[tokenizer.bos_id, *tokenizer.encode(p), tokenizer.response_id] for p in prompts[i:i + batch_size]]
-            bodies = [tokenizer.encode(r) for r in responses[i:i + batch_size]]
+            heads = [[tokenizer.bos_id, *p, tokenizer.response_id] for p in as_ids(prompts[i:i + batch_size])]
+            bodies = as_ids(responses[i:i + batch_size])
             if self.kind == "scalar":
                 ids, mask = left_pad([h + b + [tokenizer.eos_id] for h, b in zip(heads, bodies)], tokenizer.pad_id, device)
                 hidden, _ = self.gpt(ids, mask)

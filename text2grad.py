@@ -1,6 +1,7 @@
 """text2grad: the experiment, end to end, on one toy task.
 
-    data -> tokenizer -> SFT policy -> evaluate -> annotate (critic) -> reward models
+    data -> tokenizer -> SFT policy -> annotate (critic) -> reward models -> PPO (Text2Grad and the
+    scalar-reward baseline, over several seeds) -> evaluate -> results table
 
 Run `python text2grad.py --help` for the flags. Everything a run makes goes into --out:
     tokenizer.json              the byte-level BPE tokenizer
@@ -8,7 +9,13 @@ Run `python text2grad.py --help` for the flags. Everything a run makes goes into
     samples.jsonl               greedy SFT test responses with the critic's annotation
     annotations_{split}.jsonl   sampled SFT responses annotated by the critic (reward-model data)
     reward_{cot,no_cot,scalar}.pt  the reward models
-    results.json                metrics per stage, flaw statistics, wall time per stage
+    ppo_{method}.pt             the policy after PPO with each reward, first seed
+    samples_{method}.jsonl      its greedy test responses with the critic's annotation, first seed
+    results.json                metrics per stage and method, credit landing, wall time per stage
+
+Seeds: --seeds N repeats the PPO stage N times (seed, seed+1, ...), each method from the same SFT
+policy and reward models; the interval over seeds is therefore the spread of PPO itself (rollout
+sampling, minibatch order), not of SFT or reward-model training, which run once.
 
 Simplifications, on purpose: one fixed learning-rate schedule, no gradient accumulation, no mixed
 precision; the whole dataset lives in memory (it is a few thousand short strings).
@@ -26,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+import ppo
 from align import align
 from data import SPLITS, get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
@@ -33,19 +41,27 @@ from model import GPT, GPTConfig, fit, generate
 from reward import (RewardModel, annotate, colour_tokens, encode_record, evaluate_reward_model, layout,
                     read_jsonl, train_reward_model)
 
-# Sizes a run may pick with --preset. "small" is a first look: about a minute per task on 2 CPU cores.
+# Sizes a run may pick with --preset. "small" is a first look: about two minutes on 2 CPU cores.
+# ppo: PPOConfig fields; eval_every: updates between points of the validation curve.
 PRESETS = {
-    "default": dict(train=4000, validation=200, test=200, vocab_size=1024, sft_steps=1500, batch_size=32,
+    "default": dict(train=4000, validation=200, test=200, vocab_size=1024, sft_steps=1200, batch_size=32,
                     lr=2e-3, model=dict(n_layer=4, n_head=4, n_embd=128),
-                    samples_per_prompt=2, reward_steps=800, reward_lr=1e-3),
+                    samples_per_prompt=2, reward_steps=400, reward_lr=1e-3,
+                    ppo=dict(updates=12, batch_size=64, minibatch_size=32, lr=5e-5), eval_every=3),
     "small": dict(train=1500, validation=100, test=100, vocab_size=512, sft_steps=400, batch_size=32,
                   lr=3e-3, model=dict(n_layer=2, n_head=4, n_embd=96),
-                  samples_per_prompt=1, reward_steps=200, reward_lr=2e-3),
+                  samples_per_prompt=1, reward_steps=200, reward_lr=2e-3,
+                  ppo=dict(updates=8, batch_size=32, minibatch_size=32, lr=3e-5), eval_every=2),
 }
 # The three reward models: name -> (kind, cot). "cot" is Text2Grad's; "no_cot" the paper's ablation
 # without the critique; "scalar" one score per response, for the standard-PPO baseline.
 REWARD_MODELS = {"cot": ("span", True), "no_cot": ("span", False), "scalar": ("scalar", False)}
 MAX_NEW_TOKENS = 64  # longest response the policy may write; demonstrations fit well inside
+# The PPO runs compared: method name -> reward mode (see reward_function). "text2grad" is the
+# method; "ppo_scalar" standard RLHF PPO; "text2grad_no_cot" the ablation; "oracle" the critic's
+# own spans, an upper bound on what a perfect span reward model would give.
+METHODS = {"ppo_scalar": "scalar", "text2grad": "span", "text2grad_no_cot": "no-cot", "oracle": "oracle"}
+CREDIT_PROBE = 64  # criticised responses in the credit-landing batch
 
 
 def fail(message):
@@ -103,7 +119,7 @@ def sft_batch(tokenizer, examples, device):
     token or the EOS. The prompt is context only; the policy is never trained to write it."""
     rows = []
     for e in examples:
-        prompt = [tokenizer.bos_id, *tokenizer.encode(e.prompt), tokenizer.response_id]
+        prompt = policy_prompt(tokenizer, e.prompt)
         response = [*tokenizer.encode(e.demonstration), tokenizer.eos_id]
         rows.append((prompt + response, len(prompt)))
     T = max(len(r) for r, _ in rows) - 1
@@ -134,16 +150,27 @@ def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed):
 # ---------------------------------------------------------------------------------------------
 # Evaluation: greedy responses scored by the task metric and read by the critic
 
+def response_ids(tokenizer, tokens, mask):
+    """Rows of sampled tokens (B, N) -> token-id lists of the responses, EOS and padding dropped."""
+    return [[t for t, keep in zip(row, m) if keep and t != tokenizer.eos_id]
+            for row, m in zip(tokens.tolist(), mask.tolist())]
+
+
+def policy_prompt(tokenizer, prompt):
+    """<|bos|> prompt <|response|>: what the policy continues."""
+    return [tokenizer.bos_id, *tokenizer.encode(prompt), tokenizer.response_id]
+
+
 def respond(model, tokenizer, prompts, greedy=True, temperature=1.0, batch_size=100, generator=None, desc="generate"):
     """Responses to prompt strings: (texts, token ids), each up to, not including, the EOS."""
     texts, ids = [], []
     for i in tqdm(range(0, len(prompts), batch_size), desc=desc, leave=False):
-        chunk = [[tokenizer.bos_id, *tokenizer.encode(p), tokenizer.response_id] for p in prompts[i:i + batch_size]]
+        chunk = [policy_prompt(tokenizer, p) for p in prompts[i:i + batch_size]]
         tokens, _, mask = generate(model, chunk, MAX_NEW_TOKENS, tokenizer.eos_id, tokenizer.pad_id,
                                    temperature=temperature, greedy=greedy, generator=generator)
-        for row, m in zip(tokens.tolist(), mask.tolist()):
-            ids.append([t for t, keep in zip(row, m) if keep and t != tokenizer.eos_id])
-            texts.append(tokenizer.decode(ids[-1]))
+        for row in response_ids(tokenizer, tokens, mask):
+            ids.append(row)
+            texts.append(tokenizer.decode(row))
     return texts, ids
 
 
@@ -221,16 +248,17 @@ def encode_records(tokenizer, records, block_size):
             item["critique"] = item["critique"][:len(item["critique"]) - overflow]
             truncated += 1
         items.append(item)
-    return items, {"unaligned_rate": totals["unaligned"] / max(1, totals["spans"]),
+    return items, {"spans": totals["spans"], "unaligned": totals["unaligned"],
+                   "unaligned_rate": totals["unaligned"] / max(1, totals["spans"]),
                    "labelled_token_share": totals["labelled_tokens"] / max(1, totals["tokens"]),
                    "critiques_truncated": truncated, "records": len(records)}
 
 
 def reward_stage(policy, tokenizer, records, preset, device, seed, out):
-    """Train and evaluate the three reward models on the annotated records. Returns (results, {name: model})."""
+    """Train and evaluate the three reward models on the annotated records.
+    Returns (results, alignment statistics per split, {name: model})."""
     encoded = {split: encode_records(tokenizer, records[split], policy.config.block_size) for split in records}
-    results = {"alignment": {split: stats for split, (_, stats) in encoded.items()}}
-    models = {}
+    results, models = {}, {}
     for name, (kind, cot) in REWARD_MODELS.items():
         start = time.time()
         model = RewardModel(copy.deepcopy(policy), kind, cot).to(device)
@@ -242,7 +270,120 @@ def reward_stage(policy, tokenizer, records, preset, device, seed, out):
         results[name]["final_loss"] = sum(losses[-20:]) / len(losses[-20:])
         results[name]["time_s"] = time.time() - start
         models[name] = model
-    return results, models
+    return results, {split: stats for split, (_, stats) in encoded.items()}, models
+
+
+# ---------------------------------------------------------------------------------------------
+# PPO: the same SFT policy improved with each reward, over several seeds
+
+def reward_function(mode, task, tokenizer, examples, reward_models):
+    """The reward for PPO: f(indices, tokens, mask) -> scores (B, N) for sampled responses to
+    examples[indices]. mode:
+      span    Text2Grad: the CoT reward model writes a critique, then its delta lands on every token
+      no-cot  the same without the critique (the span head reads the response directly)
+      scalar  standard RLHF: the scalar reward model's score on the last real token
+      oracle  the task's critic itself, aligned to the sampled tokens (an upper bound)"""
+    prompts = [tokenizer.encode(e.prompt) for e in examples]
+
+    def scores(indices, tokens, mask):
+        ids, mask = response_ids(tokenizer, tokens, mask), mask.float()
+        batch_prompts = [prompts[i] for i in indices]
+        if mode == "scalar":
+            return ppo.final_scores(reward_models["scalar"].predict(tokenizer, batch_prompts, ids), mask)
+        if mode == "oracle":
+            texts = [tokenizer.decode(r) for r in ids]
+            deltas = [align(text, tokenizer.offsets(r), task.critique(examples[i], text))[0]
+                      for i, text, r in zip(indices, texts, ids)]
+        else:
+            _, deltas = reward_models["cot" if mode == "span" else "no_cot"].predict(tokenizer, batch_prompts, ids)
+        return ppo.dense_scores(deltas, mask)
+    return scores
+
+
+def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, preset, seeds, compile, out):
+    """Every method of METHODS from the SFT policy, once per seed. Returns (methods, history):
+    methods[name] = {score, ci95, scores, curve, curve_ci95, test, time_s}, with "sft" (from
+    sft_results, its validation and test summaries) as the starting point."""
+    config = ppo.PPOConfig(**preset["ppo"], max_new_tokens=MAX_NEW_TOKENS, compile=compile)
+    train = splits["train"]
+    prompts = [policy_prompt(tokenizer, e.prompt) for e in train]
+    validation = splits["validation"]
+
+    def validation_score(gpt):
+        responses, _ = respond(gpt, tokenizer, [e.prompt for e in validation], desc="validate")
+        return sum(task.metrics(e, r)[task.PRIMARY] for e, r in zip(validation, responses)) / len(validation)
+
+    sft_test = sft_results["test"]
+    methods = {"sft": {"score": sft_test[task.PRIMARY], "ci95": 0.0, "scores": [sft_test[task.PRIMARY]],
+                       "curve": [[0, sft_results["validation"][task.PRIMARY]]], "curve_ci95": [[0, 0.0]],
+                       "test": sft_test}}
+    history = {}
+    for name, mode in METHODS.items():
+        start, runs = time.time(), []
+        for seed in seeds:
+            model = ppo.ActorCritic(copy.deepcopy(policy))
+            curve, history[f"{name}/{seed}"] = ppo.train(
+                model, policy, prompts, reward_function(mode, task, tokenizer, train, reward_models),
+                tokenizer.eos_id, tokenizer.pad_id, config, seed=seed, evaluate=validation_score,
+                eval_every=preset["eval_every"], desc=f"ppo {name} seed {seed}")
+            test, samples = evaluate(task, model.gpt, tokenizer, splits["test"])
+            runs.append((curve, test))
+            if seed == seeds[0]:
+                save_checkpoint(os.path.join(out, f"ppo_{name}.pt"), model.gpt, tokenizer, config.updates)
+                atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(out, f"samples_{name}.jsonl"))
+        scores = [test[task.PRIMARY] for _, test in runs]
+        score, ci95 = ppo.mean_ci95(scores)
+        points = [[u, ppo.mean_ci95([curve[k][1] for curve, _ in runs])] for k, (u, _) in enumerate(runs[0][0])]
+        methods[name] = {"score": score, "ci95": ci95, "scores": scores,
+                         "curve": [[u, m] for u, (m, _) in points], "curve_ci95": [[u, h] for u, (_, h) in points],
+                         "test": runs[0][1], "time_s": time.time() - start}
+        print(f"[{task.NAME}] {name:17s} test {task.PRIMARY} {score:.3f} ± {ci95:.3f} over {len(seeds)} seed(s), "
+              f"{methods[name]['time_s']:.0f}s")
+    return methods, history
+
+
+def updates_to_match(curve, level):
+    """First update at which a validation curve reaches `level`; None if it never does."""
+    return next((u for u, score in curve if score >= level), None)
+
+
+def credit_landing(task, policy, tokenizer, examples, reward_models, preset, seed, **overrides):
+    """Where one PPO update moves the log-probabilities. A fixed batch of criticised responses
+    (SFT samples on held-out prompts that the critic blames somewhere) is scored by each method's
+    reward; one PPO iteration runs on exactly that batch from the SFT policy; the change in
+    log pi(y_t) is averaged over the critic's poor-span, good-span and neutral tokens (EOS excluded).
+    ratio = fall of poor-span tokens / size of the neutral tokens' change (>= 3 is the target for
+    Text2Grad: blame lands where the critique put it). overrides: PPOConfig fields (lam=0.0, say)."""
+    config = ppo.PPOConfig(**{**preset["ppo"], **overrides}, max_new_tokens=MAX_NEW_TOKENS)
+    generator = torch.Generator(next(policy.parameters()).device).manual_seed(seed)
+    prompts = [policy_prompt(tokenizer, e.prompt) for e in examples]
+    tokens, _, mask = generate(policy, prompts, MAX_NEW_TOKENS, tokenizer.eos_id, tokenizer.pad_id, generator=generator)
+    ids = response_ids(tokenizer, tokens, mask)
+    labels = []
+    for e, r in zip(examples, ids):
+        text = tokenizer.decode(r)
+        labels.append(align(text, tokenizer.offsets(r), task.critique(e, text))[0])
+    probe = [i for i, delta in enumerate(labels) if -1 in delta][:CREDIT_PROBE]
+    index = torch.tensor(probe, device=tokens.device)
+    tokens, mask = tokens[index], mask[index]
+    prompts, examples = [prompts[i] for i in probe], [examples[i] for i in probe]
+    gold = ppo.dense_scores([labels[i] for i in probe], mask.float())  # critic's delta, EOS 0
+    text = mask.float() * (tokens != tokenizer.eos_id)                  # response tokens, EOS excluded
+    groups = {"poor": text * (gold < 0), "good": text * (gold > 0), "neutral": text * (gold == 0)}
+    result = {"responses": len(probe), "tokens": {g: int(m.sum().item()) for g, m in groups.items()}}
+    for name, mode in METHODS.items():
+        torch.manual_seed(seed)
+        model = ppo.ActorCritic(copy.deepcopy(policy))
+        batch = ppo.score_responses(model, policy, prompts, tokens, mask, tokenizer.eos_id, tokenizer.pad_id, config)
+        scores = reward_function(mode, task, tokenizer, examples, reward_models)(range(len(probe)), tokens, mask)
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.95), eps=1e-5)
+        ppo.ppo_iteration(model, optimizer, batch, scores, ppo.KLController(config.beta), config,
+                          torch.Generator().manual_seed(seed))
+        after = ppo.score_responses(model, policy, prompts, tokens, mask, tokenizer.eos_id, tokenizer.pad_id, config)
+        change = after["logprobs"] - batch["logprobs"]  # (B, N)
+        means = {g: ppo.masked_mean(change, m).item() for g, m in groups.items()}
+        result[name] = {**means, "ratio": -means["poor"] / max(abs(means["neutral"]), 1e-9)}
+    return result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,6 +391,8 @@ def reward_stage(policy, tokenizer, records, preset, device, seed, out):
 def run(args):
     preset = PRESETS[args.preset]
     device = pick_device(args.device)
+    if args.compile is None:
+        args.compile = device.startswith("cuda")
     task = get_task(args.task)
     given_annotations = read_annotations(args.annotations) if args.annotations else None  # checked before any work
     os.makedirs(args.out, exist_ok=True)
@@ -293,20 +436,65 @@ def run(args):
     timings["annotate"] = time.time() - start
 
     start = time.time()
-    results["reward_model"], reward_models = reward_stage(model, tokenizer, records, preset, device, args.seed, args.out)
+    results["reward_model"], alignment, reward_models = reward_stage(model, tokenizer, records, preset, device,
+                                                                     args.seed, args.out)
+    spans = sum(a["spans"] for a in alignment.values())
+    results["alignment"] = {"unaligned_rate": sum(a["unaligned"] for a in alignment.values()) / max(1, spans),
+                            **alignment}
     timings["reward_models"] = time.time() - start
-    results["wall_time_s"] = timings
-    atomic_save(json.dumps(results, indent=2), os.path.join(args.out, "results.json"))
-
     rm = results["reward_model"]
     for name in ("cot", "no_cot"):
         print(f"[{task.NAME}] reward model {name:6s}: span F1 positive {rm[name]['positive_f1']:.3f}, "
               f"negative {rm[name]['negative_f1']:.3f}, exact spans {rm[name]['exact_span_match']:.3f}"
               + (f", critique ROUGE-L {rm[name]['critique_rougeL']:.3f}" if name == "cot" else ""))
-    print(f"[{task.NAME}] reward model scalar: correlation with the summed labels {rm['scalar']['score_correlation']:.3f}; "
-          f"total {sum(timings.values()):.0f}s -> {args.out}/results.json")
+    print(f"[{task.NAME}] reward model scalar: correlation with the summed labels {rm['scalar']['score_correlation']:.3f}")
     show_predictions(reward_models["cot"], tokenizer, records["test"][:3])
+
+    start = time.time()
+    seeds = [args.seed + k for k in range(args.seeds)]
+    results["methods"], results["ppo_history"] = ppo_stage(task, model, tokenizer, splits, reward_models, results["sft"],
+                                                           preset, seeds, args.compile, args.out)
+    timings["ppo"] = time.time() - start
+    methods = results["methods"]
+    level = methods["ppo_scalar"]["curve"][-1][1]
+    results["convergence"] = {"ppo_scalar_final_validation": level, "ppo_updates": methods["ppo_scalar"]["curve"][-1][0],
+                              **{f"{name}_updates_to_match": updates_to_match(methods[name]["curve"], level)
+                                 for name in METHODS if name != "ppo_scalar"}}
+
+    start = time.time()
+    # GAE with lambda 0.95 and a value head that knows nothing yet passes a span's blame back to the
+    # tokens before it; lambda 0 (A_t = r_t + V_{t+1} - V_t) shows where the reward itself lands.
+    results["credit_landing"] = credit_landing(task, model, tokenizer, splits["validation"], reward_models, preset,
+                                               args.seed)
+    results["credit_landing_lambda_0"] = credit_landing(task, model, tokenizer, splits["validation"], reward_models,
+                                                        preset, args.seed, lam=0.0)
+    timings["credit_landing"] = time.time() - start
+    results["wall_time_s"] = timings
+    atomic_save(json.dumps(results, indent=2), os.path.join(args.out, "results.json"))
+    print_results(task, results)
+    print(f"[{task.NAME}] total {sum(timings.values()):.0f}s -> {args.out}/results.json")
     return results
+
+
+def print_results(task, results):
+    """The results table, the convergence comparison and the credit landing."""
+    methods, convergence = results["methods"], results["convergence"]
+    print(f"\n{task.NAME}: test {task.PRIMARY} (mean ± 95% interval over seeds; final validation)")
+    for name, m in methods.items():
+        per_seed = " ".join(f"{s:.3f}" for s in m["scores"])
+        print(f"  {name:17s} {m['score']:.3f} ± {m['ci95']:.3f}   validation {m['curve'][-1][1]:.3f}   seeds: {per_seed}")
+    print(f"  updates to reach ppo_scalar's final validation {convergence['ppo_scalar_final_validation']:.3f} "
+          f"(ppo_scalar: {convergence['ppo_updates']}): "
+          + ", ".join(f"{name} {convergence[f'{name}_updates_to_match']}" for name in METHODS if name != "ppo_scalar"))
+    credit = results["credit_landing"]
+    print(f"  credit landing, mean change of log pi after one update on {credit['responses']} criticised responses "
+          f"({credit['tokens']['poor']} poor-span / {credit['tokens']['good']} good-span / "
+          f"{credit['tokens']['neutral']} neutral tokens):")
+    for key, lam in (("credit_landing", "0.95"), ("credit_landing_lambda_0", "0")):
+        for name in METHODS:
+            c = results[key][name]
+            print(f"  GAE lambda {lam:4s} {name:17s} poor {c['poor']:+.4f}  good {c['good']:+.4f}  "
+                  f"neutral {c['neutral']:+.4f}  poor fall / neutral change {c['ratio']:+.1f}x")
 
 
 def show_predictions(model, tokenizer, records):
@@ -326,10 +514,16 @@ def main(argv=None):
     parser.add_argument("--preset", default="default", choices=sorted(PRESETS), help="run size")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
+    parser.add_argument("--seeds", type=int, default=3, help="PPO runs per method, seeds --seed, --seed+1, ... "
+                        "(default 3)")
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                        help="torch.compile the PPO loss path (default: on for CUDA, off for CPU)")
     parser.add_argument("--out", default="runs", help="output directory (one sub-folder per task)")
     parser.add_argument("--annotations", metavar="DIR", help="read annotations_{train,validation,test}.jsonl "
                         "from DIR instead of sampling the SFT policy and running the critic")
     args = parser.parse_args(argv)
+    if args.seeds < 1:
+        parser.error("--seeds must be at least 1")
     for name in (["summarize", "code", "qa"] if args.task == "all" else [args.task]):
         try:
             per_task = {"task": name, "out": os.path.join(args.out, name)}

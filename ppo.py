@@ -1,0 +1,356 @@
+"""Token-level PPO: Text2Grad's third component (METHOD.md, "Span-level policy optimisation").
+
+One PPO iteration on a batch of prompts:
+  1. rollout   sample a response per prompt at temperature tau, then one full forward pass records
+               the policy's log-probs (pi_old), the frozen reference's log-probs and the values;
+  2. reward    r_t = score_t - beta * KL_t, where score_t is the reward model's delta_t on every
+               token (Text2Grad) or one score on the last real token (standard RLHF PPO);
+  3. GAE       A_t = sum_l (gamma*lambda)^l (r_{t+l} + gamma V(t+l+1) - V(t+l)), returns = A + V;
+  4. update    a few epochs of minibatches of the clipped surrogate plus the clipped value loss.
+The "natural-language gradient" is nothing more than step 2: the critique decides *where* the
+reward lands, and the policy gradient sum_t A_t grad log pi(y_t | x, y_<t) carries it from there.
+
+The hot loss path (logits -> selected log-probs, entropy, ratio, clipped losses) is one function,
+`ppo_loss`, run eagerly or through torch.compile with identical math. It never builds a full
+log-softmax: log pi(y) = z_y - logsumexp(z), entropy = logsumexp(z) - sum softmax(z) * z, one exp per
+logit. The compiled version is built with dynamic shapes and takes every coefficient as a 0-d tensor,
+so new response lengths or a new beta never trigger a recompile (tests/test_ppo.py counts them).
+
+Simplifications, on purpose:
+  - The value head shares the policy's trunk (one model, as in CleanRL); its loss is scaled down
+    (value_coef 0.1, as the authors do) so it does not drag the policy around.
+  - Losses are token means over the minibatch: every response token counts once, which is the
+    natural unit when the reward itself is per token.
+  - One rollout batch per iteration, no replay; no reward whitening (it would erase the scale
+    difference between a +1 span and a -1 span); advantages are whitened, rewards are not.
+  - Sampling is plain temperature sampling (no top-k/top-p), so the log-probs are exact.
+"""
+import math
+import random
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+from tqdm import tqdm
+
+from model import generate, left_pad
+
+
+@dataclass
+class PPOConfig:
+    updates: int = 40             # PPO iterations (rollout + optimisation)
+    batch_size: int = 64          # prompts per rollout
+    minibatch_size: int = 32      # sequences per gradient step
+    epochs: int = 4               # passes over each rollout batch (the authors use 4)
+    lr: float = 1e-4              # Adam; the model is tiny, so larger than the usual 1e-6..1e-5
+    temperature: float = 1.0      # sampling temperature, used in *every* log-prob computation
+    max_new_tokens: int = 64      # longest response
+    clip: float = 0.2             # policy ratio clip epsilon
+    value_clip: float = 0.2       # value clip around the rollout's values
+    value_coef: float = 0.1       # c_v, weight of the value loss
+    entropy_coef: float = 0.0     # entropy bonus; 0 as in the paper (entropy is logged only)
+    gamma: float = 1.0            # discount
+    lam: float = 0.95             # GAE lambda
+    beta: float = 0.05            # KL penalty coefficient (the start value if kl_target is set)
+    kl_estimator: str = "k1"      # "k1": log pi - log pi_ref;  "k3": exp(-k1) - 1 + k1, never negative
+    kl_target: float = None       # adaptive beta (Ziegler et al.) aiming at this KL per response; None: fixed
+    target_kl: float = None       # stop an iteration's epochs early once approx-KL passes 1.5x this
+    missing_eos_penalty: float = 1.0  # subtracted from the last token's reward when no EOS was sampled
+    length_limit: int = 40        # positive scores fade past this many response tokens (see token_rewards)
+    max_ratio: float = 10.0       # skip a minibatch whose mean ratio passes this (the authors use 10)
+    compile: bool = False         # torch.compile the hot loss path
+
+
+# ---------------------------------------------------------------------------------------------
+# Masked statistics: masks are float (B, N) tensors, 1 for real response tokens
+
+def masked_mean(x, mask):
+    """Mean of x over mask == 1; 0 (not NaN) when the mask is empty."""
+    return (x * mask).sum() / mask.sum().clamp(min=1)
+
+
+def masked_whiten(x, mask, eps=1e-8):
+    """(x - mean) / std over mask == 1, zero outside the mask."""
+    mean = masked_mean(x, mask)
+    var = masked_mean((x - mean) ** 2, mask)
+    return (x - mean) * torch.rsqrt(var + eps) * mask
+
+
+# ---------------------------------------------------------------------------------------------
+# Rewards and advantages
+
+def dense_scores(deltas, mask):
+    """Text2Grad: one delta per response token (lists, EOS excluded) -> scores (B, N); the EOS and
+    padding score 0."""
+    scores = torch.zeros(mask.shape, device=mask.device)
+    for i, delta in enumerate(deltas):
+        n = min(len(delta), scores.shape[1])
+        scores[i, :n] = torch.tensor(delta[:n], dtype=torch.float)
+    return scores * mask
+
+
+def final_scores(values, mask):
+    """Standard RLHF: one score per response on its last real token (the EOS when one was sampled),
+    never on padding. values (B,) -> scores (B, N)."""
+    scores = torch.zeros(mask.shape, device=mask.device)
+    last = (mask.sum(1).long() - 1).clamp(min=0)  # (B,) index of the last real token
+    scores[torch.arange(len(last)), last] = torch.as_tensor(values, dtype=torch.float, device=mask.device)
+    return scores * mask
+
+
+def kl_penalty(logprobs, ref_logprobs, estimator):
+    """Per-token KL to the reference from the sampled token: k1 = log pi - log pi_ref (unbiased, can
+    be negative on a token), k3 = exp(-k1) - 1 + k1 (unbiased in expectation, never negative)."""
+    k1 = logprobs - ref_logprobs
+    if estimator == "k1":
+        return k1
+    if estimator == "k3":
+        return torch.expm1(-k1) + k1
+    raise ValueError(f"unknown KL estimator {estimator!r}; use 'k1' or 'k3'")
+
+
+def length_weight(N, limit, device=None):
+    """w_t = sigmoid((limit - t) / 4) for response positions t = 0..N-1: ~1 well before the limit,
+    ~0 a dozen tokens after it."""
+    t = torch.arange(N, dtype=torch.float, device=device)
+    return torch.sigmoid((limit - t) / 4)
+
+
+def token_rewards(scores, logprobs, ref_logprobs, mask, ended, beta, config):
+    """r_t = w_t * score_t - beta * KL_t, with w_t = length_weight where score_t > 0 (else 1).
+
+    The guard against reward farming: dense +1 rewards would pay a policy to ramble on with praised
+    phrases, so positive scores fade past config.length_limit tokens (the authors do the same with a
+    sigmoid length weight); penalties never fade. A response that reaches max_new_tokens without an
+    EOS (ended (B,) False) loses config.missing_eos_penalty on its last token. All else (B, N)."""
+    weight = torch.where(scores > 0, length_weight(scores.shape[1], config.length_limit, scores.device), 1.0)
+    rewards = weight * scores - beta * kl_penalty(logprobs, ref_logprobs, config.kl_estimator)
+    rewards = rewards - final_scores(config.missing_eos_penalty * (~ended).float(), mask)
+    return rewards * mask
+
+
+def compute_advantages(rewards, values, mask, gamma=1.0, lam=0.95):
+    """GAE over response positions, backwards; the value past the end is 0.
+        td_t = r_t + gamma * V_{t+1} - V_t
+        A_t  = td_t + gamma * lam * A_{t+1}
+    rewards, values, mask (B, N) -> (advantages, returns), returns = advantages + values, both
+    before any whitening and zero outside the mask."""
+    rewards, values = rewards * mask, values * mask  # past the end: reward 0, value 0
+    advantages = torch.zeros_like(rewards)
+    running = torch.zeros_like(rewards[:, 0])
+    N = rewards.shape[1]
+    for t in reversed(range(N)):
+        next_value = values[:, t + 1] if t + 1 < N else torch.zeros_like(running)
+        td = rewards[:, t] + gamma * next_value - values[:, t]
+        running = td + gamma * lam * running
+        advantages[:, t] = running
+    advantages = advantages * mask
+    return advantages, (advantages + values) * mask
+
+
+class KLController:
+    """beta for the KL penalty: fixed, or adapted so the KL to the reference tracks a target
+    (Ziegler et al. 2019): beta <- beta * (1 + clip(KL / target - 1, -0.2, 0.2) * batch / horizon)."""
+
+    def __init__(self, beta, target=None, horizon=10000):
+        self.beta, self.target, self.horizon = beta, target, horizon
+
+    def update(self, kl, batch_size):
+        if self.target is not None:
+            error = min(max(kl / self.target - 1, -0.2), 0.2)
+            self.beta *= 1 + error * batch_size / self.horizon
+
+
+# ---------------------------------------------------------------------------------------------
+# The hot loss path
+
+def logprobs_and_entropy(logits, targets, temperature):
+    """Selected log-probs and entropies of softmax(logits / temperature), one exp per logit:
+        log pi(y) = z_y - logsumexp(z),   H = logsumexp(z) - sum_v softmax(z)_v z_v
+    logits (B, N, V), targets (B, N) -> (logprobs (B, N), entropy (B, N))."""
+    z = logits.float() / temperature
+    m = z.amax(-1, keepdim=True)                     # (B, N, 1) for a stable exp
+    e = torch.exp(z - m)                             # (B, N, V) the only exp
+    s = e.sum(-1)                                    # (B, N)
+    logsumexp = m.squeeze(-1) + torch.log(s)
+    logprobs = z.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logsumexp
+    entropy = logsumexp - (e * z).sum(-1) / s
+    return logprobs, entropy
+
+
+def ppo_loss(logits, values, targets, mask, old_logprobs, old_values, advantages, returns,
+             temperature, clip, value_clip, value_coef, entropy_coef):
+    """The clipped PPO objective for one minibatch. Coefficients are 0-d tensors (a Python float
+    would be baked into a compiled graph and changing it would recompile).
+        rho_t  = exp(log pi(y_t) - log pi_old(y_t))
+        L_pi   = mean_t max(-A_t rho_t, -A_t clip(rho_t, 1 - eps, 1 + eps))
+        L_V    = 0.5 mean_t max((V_t - R_t)^2, (V_old_t + clip(V_t - V_old_t, -eps_v, eps_v) - R_t)^2)
+        loss   = L_pi + c_v L_V - c_H mean_t H_t
+    logits (B, N, V); values, targets, mask, old_*, advantages, returns (B, N).
+    Returns (loss, stats): stats is a (7,) tensor, detached, in the order of LOSS_STATS."""
+    logprobs, entropy = logprobs_and_entropy(logits, targets, temperature)
+    log_ratio = (logprobs - old_logprobs) * mask
+    ratio = torch.exp(log_ratio)
+    policy_loss = masked_mean(torch.maximum(-advantages * ratio,
+                                            -advantages * torch.clamp(ratio, 1 - clip, 1 + clip)), mask)
+    clipped_values = old_values + torch.clamp(values - old_values, -value_clip, value_clip)
+    value_loss = 0.5 * masked_mean(torch.maximum((values - returns) ** 2, (clipped_values - returns) ** 2), mask)
+    mean_entropy = masked_mean(entropy, mask)
+    loss = policy_loss + value_coef * value_loss - entropy_coef * mean_entropy
+    stats = torch.stack([
+        policy_loss, value_loss, mean_entropy,
+        masked_mean((ratio - 1) - log_ratio, mask),                             # approx KL(pi_old || pi)
+        masked_mean(((ratio - 1).abs() > clip).float(), mask),                   # clip fraction
+        masked_mean(((values - old_values).abs() > value_clip).float(), mask),  # value clip fraction
+        masked_mean(ratio, mask),
+    ]).detach()
+    return loss, stats
+
+
+LOSS_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "value_clip_fraction", "ratio")
+
+# The same functions compiled. dynamic=True: one graph for every (B, N, V); fullgraph=True: a graph
+# break is an error, not a silent slowdown. Nothing is compiled until the first call.
+compiled_ppo_loss = torch.compile(ppo_loss, fullgraph=True, dynamic=True)
+compiled_logprobs_and_entropy = torch.compile(logprobs_and_entropy, fullgraph=True, dynamic=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Policy with a value head
+
+class ActorCritic(nn.Module):
+    """The policy GPT plus a value head reading the same hidden states."""
+
+    def __init__(self, gpt):
+        super().__init__()
+        self.gpt = gpt
+        self.value_head = nn.Linear(gpt.config.n_embd, 1)
+        nn.init.zeros_(self.value_head.weight)  # V = 0 at the start: the first advantages are the returns
+        nn.init.zeros_(self.value_head.bias)
+
+    def forward(self, ids, attention_mask, start, N):
+        """Logits (B, N, V) and values (B, N) at the N positions that predict the response tokens
+        ids[:, start+1 : start+1+N]; start is the last prompt position."""
+        hidden, logits = self.gpt(ids, attention_mask)
+        return logits[:, start:start + N], self.value_head(hidden[:, start:start + N]).squeeze(-1)
+
+
+@torch.no_grad()
+def score_responses(model, reference, prompts, tokens, mask, eos_id, pad_id, config):
+    """The rollout's bookkeeping for given responses: one full forward pass of the policy and of the
+    reference over <prompt, response>. prompts: B token-id lists; tokens, mask (B, N) as generate()
+    returns them (mask 1 up to and including the EOS).
+    Returns the batch dict PPO trains on."""
+    device = tokens.device
+    prompt_ids, prompt_mask = left_pad(prompts, pad_id, device)
+    ids = torch.cat([prompt_ids, tokens], 1)
+    attention_mask = torch.cat([prompt_mask, mask.long()], 1)
+    start, N = prompt_ids.shape[1] - 1, tokens.shape[1]
+    path = compiled_logprobs_and_entropy if config.compile else logprobs_and_entropy
+    logits, values = model(ids, attention_mask, start, N)
+    logprobs, entropy = path(logits, tokens, config.temperature)
+    ref_logits = reference(ids, attention_mask)[1][:, start:start + N]
+    ref_logprobs, _ = path(ref_logits, tokens, config.temperature)
+    ended = ((tokens == eos_id) & mask.bool()).any(1)  # (B,) the response has its EOS
+    mask = mask.float()
+    return {"ids": ids, "ended": ended, "attention_mask": attention_mask, "start": start, "tokens": tokens, "mask": mask,
+            "logprobs": logprobs * mask, "ref_logprobs": ref_logprobs * mask, "values": values * mask,
+            "entropy": entropy}
+
+
+def rollout(model, reference, prompts, eos_id, pad_id, config, generator=None):
+    """Sample one response per prompt (token-id lists) at config.temperature and score it."""
+    tokens, _, mask = generate(model.gpt, prompts, config.max_new_tokens, eos_id, pad_id,
+                               temperature=config.temperature, generator=generator)
+    return score_responses(model, reference, prompts, tokens, mask, eos_id, pad_id, config)
+
+
+def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
+    """Rewards, advantages and config.epochs epochs of minibatch updates on one scored batch.
+    scores (B, N) from dense_scores or final_scores. Returns a dict of logged means:
+      reward          sum_t r_t per response (scores, length weight, KL and EOS penalties)
+      score           sum_t score_t per response (what the reward model said)
+      kl_ref          sum_t KL_t per response, the estimator config.kl_estimator
+      policy_loss, value_loss, entropy, approx_kl (E[(rho - 1) - log rho], how far one iteration moved
+      the policy), clip_fraction, value_clip_fraction, ratio: means over the minibatch steps
+      explained_variance  1 - Var(R - V) / Var(R) of the rollout's values (1 is a perfect critic)
+      skipped         minibatches skipped because their mean ratio exploded
+      length, eos_rate    mean response length (tokens, EOS included) and share ending in an EOS."""
+    mask = batch["mask"]
+    B = len(mask)
+    kl_tokens = kl_penalty(batch["logprobs"], batch["ref_logprobs"], config.kl_estimator) * mask
+    rewards = token_rewards(scores, batch["logprobs"], batch["ref_logprobs"], mask, batch["ended"], kl.beta, config)
+    advantages, returns = compute_advantages(rewards, batch["values"], mask, config.gamma, config.lam)
+    residual = returns - batch["values"]
+    explained = 1 - masked_mean((residual - masked_mean(residual, mask)) ** 2, mask) / \
+        masked_mean((returns - masked_mean(returns, mask)) ** 2, mask).clamp(min=1e-8)
+    advantages = masked_whiten(advantages, mask)
+
+    device = mask.device
+    coefficients = [torch.tensor(c, device=device) for c in
+                    (config.temperature, config.clip, config.value_clip, config.value_coef, config.entropy_coef)]
+    loss_fn = compiled_ppo_loss if config.compile else ppo_loss
+    totals, steps, skipped = torch.zeros(len(LOSS_STATS), device=device), 0, 0
+    model.train()
+    for epoch in range(config.epochs):
+        order = torch.randperm(B, generator=generator).to(device)
+        for i in range(0, B, config.minibatch_size):
+            mb = order[i:i + config.minibatch_size]
+            logits, values = model(batch["ids"][mb], batch["attention_mask"][mb], batch["start"], mask.shape[1])
+            loss, stats = loss_fn(logits, values, batch["tokens"][mb], mask[mb], batch["logprobs"][mb],
+                                  batch["values"][mb], advantages[mb], returns[mb], *coefficients)
+            if stats[-1].item() > config.max_ratio:
+                skipped += 1
+                continue
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            totals, steps = totals + stats, steps + 1
+        if config.target_kl is not None and steps and (totals[3] / steps).item() > 1.5 * config.target_kl:
+            break
+    model.eval()
+    kl_per_response = (kl_tokens.sum(1)).mean().item()
+    kl.update(kl_per_response, B)
+    logged = {name: (totals[i] / max(1, steps)).item() for i, name in enumerate(LOSS_STATS)}
+    logged.update(reward=rewards.sum(1).mean().item(), score=scores.sum(1).mean().item(), kl_ref=kl_per_response,
+                  beta=kl.beta, explained_variance=explained.item(), skipped=skipped,
+                  length=mask.sum(1).mean().item(), eos_rate=batch["ended"].float().mean().item())
+    return logged
+
+
+def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, evaluate=None, eval_every=10,
+          desc="ppo"):
+    """config.updates PPO iterations on prompts drawn from `prompts` (token-id lists).
+    reward_fn(indices, tokens, mask) -> scores (B, N) for the prompts at those indices.
+    evaluate(gpt) -> validation metric, called before the first update, every eval_every updates
+    and after the last. Returns (curve [(update, metric)], history [logged dict per update])."""
+    rng = random.Random(seed)
+    generator = torch.Generator(next(model.parameters()).device).manual_seed(seed)
+    cpu_generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.95), eps=1e-5)
+    kl = KLController(config.beta, config.kl_target)
+    curve = [(0, evaluate(model.gpt))] if evaluate else []
+    history = []
+    bar = tqdm(range(1, config.updates + 1), desc=desc, leave=False)
+    for update in bar:
+        indices = rng.sample(range(len(prompts)), config.batch_size)
+        batch = rollout(model, reference, [prompts[i] for i in indices], eos_id, pad_id, config, generator)
+        scores = reward_fn(indices, batch["tokens"], batch["mask"])
+        history.append(ppo_iteration(model, optimizer, batch, scores, kl, config, cpu_generator))
+        bar.set_postfix({k: f"{history[-1][k]:.3f}" for k in ("score", "kl_ref", "approx_kl")}, refresh=False)
+        if evaluate and (update % eval_every == 0 or update == config.updates):
+            curve.append((update, evaluate(model.gpt)))
+    return curve, history
+
+
+def mean_ci95(values):
+    """Mean and the half-width of its 95% confidence interval (Student t, n - 1 degrees of freedom);
+    the half-width is 0 for a single value."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, 0.0
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365, 9: 2.306, 10: 2.262}.get(n, 1.96)
+    return mean, t * sd / math.sqrt(n)

@@ -1,0 +1,298 @@
+"""ppo.py against independent computations: a per-sequence GAE loop, a hand-worked example, an fp64
+log-softmax, the eager path (for the compiled one), and a policy that must learn to avoid a blamed token."""
+import copy
+import math
+
+import pytest
+import torch
+
+import ppo
+from model import GPT, GPTConfig, generate
+
+PAD, EOS = 0, 2
+
+
+@pytest.fixture(scope="module")
+def policy():
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=12, block_size=48, n_layer=2, n_head=2, n_embd=32)).eval()
+
+
+def ragged_mask(lengths, N):
+    return torch.tensor([[1.0] * n + [0.0] * (N - n) for n in lengths])
+
+
+# ---------------------------------------------------------------------------------------------
+# Advantages
+
+def test_compute_advantages_hand_worked():
+    # gamma 1, lambda 0.5; the fourth position is padding with junk that must be ignored
+    rewards = torch.tensor([[1.0, 0.0, 2.0, 9.0]])
+    values = torch.tensor([[0.5, 0.2, 1.0, 7.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
+    advantages, returns = ppo.compute_advantages(rewards, values, mask, gamma=1.0, lam=0.5)
+    # td2 = 2 + 0 - 1 = 1;      A2 = 1
+    # td1 = 0 + 1 - 0.2 = 0.8;  A1 = 0.8 + 0.5 * 1 = 1.3
+    # td0 = 1 + 0.2 - 0.5 = 0.7; A0 = 0.7 + 0.5 * 1.3 = 1.35
+    torch.testing.assert_close(advantages, torch.tensor([[1.35, 1.3, 1.0, 0.0]]))
+    torch.testing.assert_close(returns, torch.tensor([[1.85, 1.5, 2.0, 0.0]]))
+
+
+def test_compute_advantages_matches_naive_loop():
+    torch.manual_seed(1)
+    lengths, N, gamma, lam = [7, 3, 1, 0, 5], 7, 0.9, 0.95
+    mask = ragged_mask(lengths, N)
+    rewards, values = torch.randn(5, N), torch.randn(5, N)
+    advantages, returns = ppo.compute_advantages(rewards, values, mask, gamma, lam)
+    for i, n in enumerate(lengths):
+        for t in range(N):
+            if t >= n:
+                assert advantages[i, t] == 0 and returns[i, t] == 0
+                continue
+            # A_t = sum_l (gamma lam)^l td_{t+l}, written out over the real positions only
+            expected = 0.0
+            for k in range(t, n):
+                next_value = values[i, k + 1].item() if k + 1 < n else 0.0
+                td = rewards[i, k].item() + gamma * next_value - values[i, k].item()
+                expected += (gamma * lam) ** (k - t) * td
+            assert advantages[i, t].item() == pytest.approx(expected, abs=1e-5)
+            assert returns[i, t].item() == pytest.approx(expected + values[i, t].item(), abs=1e-5)
+
+
+def test_masked_statistics_of_an_empty_mask_are_zero_not_nan():
+    x, empty = torch.randn(3, 4), torch.zeros(3, 4)
+    assert ppo.masked_mean(x, empty).item() == 0.0
+    assert torch.equal(ppo.masked_whiten(x, empty), torch.zeros(3, 4))
+    loss, stats = ppo.ppo_loss(torch.randn(3, 4, 5), torch.randn(3, 4), torch.randint(0, 5, (3, 4)), empty,
+                               torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4),
+                               *map(torch.tensor, (1.0, 0.2, 0.2, 0.1, 0.0)))
+    assert torch.isfinite(loss) and torch.isfinite(stats).all()
+
+
+def test_masked_whiten_matches_numpy_style_reference():
+    torch.manual_seed(2)
+    x, mask = torch.randn(4, 6), ragged_mask([6, 2, 4, 1], 6)
+    real = x[mask.bool()].double()
+    expected = (x.double() - real.mean()) / real.std(unbiased=False)
+    torch.testing.assert_close(ppo.masked_whiten(x, mask)[mask.bool()].double(), expected[mask.bool()], atol=1e-5, rtol=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rewards
+
+def test_final_scores_land_on_the_last_real_token_never_padding():
+    mask = ragged_mask([3, 5, 1], 5)
+    scores = ppo.final_scores([2.0, -1.0, 4.0], mask)
+    expected = torch.zeros(3, 5)
+    expected[0, 2], expected[1, 4], expected[2, 0] = 2.0, -1.0, 4.0
+    assert torch.equal(scores, expected)
+
+
+def test_final_score_sits_on_the_sampled_eos(policy):
+    prompts = [[1, 5, 6], [1, 7], [1, 8, 9, 10]]
+    tokens, _, mask = generate(policy, prompts, 20, EOS, PAD, generator=torch.Generator().manual_seed(0))
+    scores = ppo.final_scores([1.0, 1.0, 1.0], mask.float())
+    for row, m, s in zip(tokens.tolist(), mask.tolist(), scores.tolist()):
+        position = s.index(1.0)
+        assert m[position] == 1 and (position + 1 == len(m) or m[position + 1] == 0)
+        if EOS in row:
+            assert row[position] == EOS
+        assert row[position] != PAD
+
+
+def test_dense_scores_put_delta_on_response_tokens_and_zero_on_eos():
+    mask = ragged_mask([4, 2], 4)  # response of 3 tokens + EOS; response of 1 token + EOS
+    scores = ppo.dense_scores([[1, -1, 0], [-1]], mask)
+    assert scores.tolist() == [[1, -1, 0, 0], [-1, 0, 0, 0]]
+
+
+def test_kl_estimators_against_fp64():
+    torch.manual_seed(3)
+    logp, ref = torch.randn(50).double() - 2, torch.randn(50).double() - 2
+    torch.testing.assert_close(ppo.kl_penalty(logp, ref, "k1"), logp - ref)
+    k3 = ppo.kl_penalty(logp.float(), ref.float(), "k3").double()
+    torch.testing.assert_close(k3, torch.exp(ref - logp) - 1 - (ref - logp), atol=1e-5, rtol=1e-5)
+    assert (k3 >= 0).all()
+    with pytest.raises(ValueError, match="unknown KL estimator"):
+        ppo.kl_penalty(logp, ref, "k2")
+
+
+def test_token_rewards_kl_length_guard_and_missing_eos():
+    config = ppo.PPOConfig(length_limit=4, missing_eos_penalty=1.0, kl_estimator="k1")
+    N = 12
+    mask = ragged_mask([12, 6], N)
+    scores = torch.ones(2, N) * mask
+    scores[1, 2] = -1.0
+    logp, ref = torch.full((2, N), -1.0), torch.full((2, N), -1.5)
+    ended = torch.tensor([False, True])
+    rewards = ppo.token_rewards(scores, logp, ref, mask, ended, 0.1, config)
+    weight = [1 / (1 + math.exp(-(4 - t) / 4)) for t in range(N)]
+    for t in range(N):
+        # row 0: +1 everywhere, faded by position; KL 0.5 per token; no EOS -> -1 on the last token
+        expected = weight[t] - 0.05 - (1.0 if t == N - 1 else 0.0)
+        assert rewards[0, t].item() == pytest.approx(expected, abs=1e-6)
+    # row 1: the penalty is not faded; an ended response loses nothing; padding gets nothing
+    assert rewards[1, 2].item() == pytest.approx(-1.0 - 0.05, abs=1e-6)
+    assert rewards[1, 5].item() == pytest.approx(weight[5] - 0.05, abs=1e-6)
+    assert (rewards[1, 6:] == 0).all()
+
+
+def test_length_guard_stops_farming_praise_by_rambling():
+    # Repeating a praised phrase past the limit earns (almost) nothing more, while each repeated
+    # blamed token still costs a full -1.
+    config = ppo.PPOConfig(length_limit=40, missing_eos_penalty=0.0)
+
+    def total(n, value):
+        mask = ragged_mask([n], 64)
+        scores = torch.full((1, 64), float(value)) * mask
+        zero = torch.zeros(1, 64)
+        return ppo.token_rewards(scores, zero, zero, mask, torch.tensor([True]), 0.0, config).sum().item()
+
+    # twelve more praised tokens past position 52: sum_t sigmoid((40 - t) / 4), t = 52..63, about 0.21
+    assert total(64, +1) - total(52, +1) < 0.25
+    assert total(64, -1) - total(52, -1) == pytest.approx(-12.0)
+
+
+def test_kl_controller():
+    fixed = ppo.KLController(0.1)
+    fixed.update(100.0, 64)
+    assert fixed.beta == 0.1
+    adaptive = ppo.KLController(0.1, target=6.0, horizon=1000)
+    adaptive.update(12.0, 100)  # KL twice the target: error clipped to +0.2
+    assert adaptive.beta == pytest.approx(0.1 * (1 + 0.2 * 100 / 1000))
+    adaptive.update(3.0, 100)   # half the target: -0.2
+    assert adaptive.beta == pytest.approx(0.1 * 1.02 * 0.98)
+
+
+def test_mean_ci95_hand_worked():
+    mean, half = ppo.mean_ci95([1.0, 2.0, 3.0])
+    assert mean == 2.0 and half == pytest.approx(4.303 / math.sqrt(3))  # sd 1, t(2) = 4.303
+    assert ppo.mean_ci95([0.5]) == (0.5, 0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The hot loss path
+
+def test_logprobs_and_entropy_match_fp64_log_softmax():
+    torch.manual_seed(4)
+    logits, targets = torch.randn(3, 5, 50) * 4, torch.randint(0, 50, (3, 5))
+    logprobs, entropy = ppo.logprobs_and_entropy(logits, targets, 0.7)
+    full = torch.log_softmax(logits.double() / 0.7, -1)
+    torch.testing.assert_close(logprobs.double(), full.gather(-1, targets[..., None]).squeeze(-1), atol=1e-5, rtol=0)
+    torch.testing.assert_close(entropy.double(), -(full.exp() * full).sum(-1), atol=1e-5, rtol=0)
+
+
+def naive_ppo_loss(logits, values, targets, mask, old_logprobs, old_values, advantages, returns, clip, value_clip, value_coef):
+    """The objective written token by token in fp64."""
+    terms, value_terms, n = 0.0, 0.0, 0
+    for b in range(logits.shape[0]):
+        for t in range(logits.shape[1]):
+            if mask[b, t] == 0:
+                continue
+            logp = torch.log_softmax(logits[b, t].double(), -1)[targets[b, t]]
+            ratio = torch.exp(logp - old_logprobs[b, t].double())
+            A = advantages[b, t].double()
+            terms = terms + max(-A * ratio, -A * min(max(ratio, 1 - clip), 1 + clip))
+            v, v_old, R = values[b, t].double(), old_values[b, t].double(), returns[b, t].double()
+            v_clipped = v_old + min(max(v - v_old, -value_clip), value_clip)
+            value_terms = value_terms + max((v - R) ** 2, (v_clipped - R) ** 2)
+            n += 1
+    return terms / n + value_coef * 0.5 * value_terms / n
+
+
+def loss_inputs(B, N, V, seed):
+    g = torch.Generator().manual_seed(seed)
+    logits = (torch.randn(B, N, V, generator=g) * 2).requires_grad_()
+    values = torch.randn(B, N, generator=g).requires_grad_()
+    targets = torch.randint(0, V, (B, N), generator=g)
+    mask = ragged_mask(torch.randint(1, N + 1, (B,), generator=g).tolist(), N)
+    # old log-probs near the current ones, so some ratios clip and some do not
+    old = torch.log_softmax(logits.detach(), -1).gather(-1, targets[..., None]).squeeze(-1) + \
+        0.3 * torch.randn(B, N, generator=g)
+    old_values = values.detach() + 0.3 * torch.randn(B, N, generator=g)
+    return logits, values, targets, mask, old, old_values, torch.randn(B, N, generator=g), torch.randn(B, N, generator=g)
+
+
+def test_ppo_loss_matches_token_by_token_fp64():
+    inputs = loss_inputs(3, 6, 20, seed=5)
+    loss, stats = ppo.ppo_loss(*inputs, *map(torch.tensor, (1.0, 0.2, 0.2, 0.1, 0.0)))
+    expected = naive_ppo_loss(*inputs, 0.2, 0.2, 0.1)
+    assert loss.item() == pytest.approx(expected.item(), abs=1e-5)
+    assert 0 < stats[ppo.LOSS_STATS.index("clip_fraction")] < 1  # the example exercises both branches
+
+
+@pytest.mark.slow
+def test_compiled_loss_equals_eager_and_never_recompiles():
+    torch._dynamo.reset()
+    from torch._dynamo.utils import counters
+    # new response lengths, batch sizes and coefficients: one graph for all of them
+    for k, (B, N, clip) in enumerate([(4, 9, 0.2), (3, 17, 0.1), (5, 6, 0.3), (4, 30, 0.2)]):
+        coefficients = [torch.tensor(c) for c in (0.9, clip, 0.2, 0.1, 0.01)]
+        eager_inputs, compiled_inputs = loss_inputs(B, N, 64, seed=k), loss_inputs(B, N, 64, seed=k)
+        eager, eager_stats = ppo.ppo_loss(*eager_inputs, *coefficients)
+        compiled, compiled_stats = ppo.compiled_ppo_loss(*compiled_inputs, *coefficients)
+        eager.backward()
+        compiled.backward()
+        torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(compiled_stats, eager_stats, atol=1e-5, rtol=1e-5)
+        for a, b in zip(compiled_inputs[:2], eager_inputs[:2]):  # gradients w.r.t. logits and values
+            torch.testing.assert_close(a.grad, b.grad, atol=1e-6, rtol=1e-4)
+        logits, targets = eager_inputs[0].detach(), eager_inputs[2]
+        for got, want in zip(ppo.compiled_logprobs_and_entropy(logits, targets, coefficients[0]),
+                             ppo.logprobs_and_entropy(logits, targets, coefficients[0])):
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert counters["stats"]["unique_graphs"] == 2  # the loss and the rollout path, each compiled once
+
+
+# ---------------------------------------------------------------------------------------------
+# Rollouts and updates
+
+def test_rollout_logprobs_match_the_sampler_and_first_ratio_is_one(policy):
+    config = ppo.PPOConfig(temperature=0.7, max_new_tokens=12, minibatch_size=3)
+    model, reference = ppo.ActorCritic(copy.deepcopy(policy)), policy
+    prompts = [[1, 5, 6], [1, 7], [1, 8, 9, 10], [1, 4], [1, 11, 3], [1, 6, 6]]
+    torch.manual_seed(0)
+    tokens, sampled_logprobs, mask = generate(model.gpt, prompts, 12, EOS, PAD, temperature=0.7,
+                                              generator=torch.Generator().manual_seed(0))
+    batch = ppo.score_responses(model, reference, prompts, tokens, mask, EOS, PAD, config)
+    # the trainer's full forward pass sees the distribution the KV-cache sampler drew from
+    torch.testing.assert_close(batch["logprobs"], sampled_logprobs * mask, atol=1e-5, rtol=0)
+    # the policy is the reference at the start: KL 0
+    torch.testing.assert_close(batch["logprobs"], batch["ref_logprobs"], atol=1e-6, rtol=0)
+    # first minibatch of the first epoch: pi == pi_old, ratio exactly 1
+    mb = torch.tensor([4, 0, 2])
+    logits, values = model(batch["ids"][mb], batch["attention_mask"][mb], batch["start"], tokens.shape[1])
+    zero = torch.zeros(3, tokens.shape[1])
+    _, stats = ppo.ppo_loss(logits, values, tokens[mb], batch["mask"][mb], batch["logprobs"][mb],
+                            batch["values"][mb], zero, zero, *map(torch.tensor, (0.7, 0.2, 0.2, 0.1, 0.0)))
+    named = dict(zip(ppo.LOSS_STATS, stats.tolist()))
+    assert named["ratio"] == pytest.approx(1.0, abs=1e-6)
+    assert named["approx_kl"] == pytest.approx(0.0, abs=1e-7) and named["clip_fraction"] == 0.0
+
+
+def test_ppo_pushes_down_a_blamed_token(policy):
+    """A token-level reward of -1 on every sampled 7 (and nothing else): after a few updates the
+    policy writes fewer 7s, while the reference is untouched."""
+    config = ppo.PPOConfig(max_new_tokens=10, batch_size=16, minibatch_size=8, lr=3e-3, beta=0.0,
+                           missing_eos_penalty=0.0)
+    torch.manual_seed(0)
+    model, reference = ppo.ActorCritic(copy.deepcopy(policy)), copy.deepcopy(policy)
+    prompts = [[1, 3 + i % 8] for i in range(64)]
+
+    def blame_sevens(indices, tokens, mask):
+        return -((tokens == 7) & mask.bool()).float()
+
+    def share_of_sevens(gpt):
+        tokens, _, mask = generate(gpt, prompts, 10, EOS, PAD, generator=torch.Generator().manual_seed(1))
+        return (((tokens == 7) & mask.bool()).sum() / mask.sum()).item()
+
+    before = share_of_sevens(model.gpt)
+    curve, history = ppo.train(model, reference, prompts, blame_sevens, EOS, PAD,
+                               ppo.PPOConfig(**{**config.__dict__, "updates": 8}), seed=0,
+                               evaluate=share_of_sevens, eval_every=4)
+    assert before > 0.05
+    assert curve[0] == (0, before) and [u for u, _ in curve] == [0, 4, 8]
+    assert curve[-1][1] < before / 2
+    assert history[-1]["score"] > history[0]["score"]  # fewer blamed tokens sampled
+    for p, q in zip(reference.parameters(), policy.parameters()):
+        assert torch.equal(p, q)
