@@ -14,7 +14,8 @@ The hot loss path (logits -> selected log-probs, entropy, ratio, clipped losses)
 `ppo_loss`, run eagerly or through torch.compile with identical math. It never builds a full
 log-softmax: log pi(y) = z_y - logsumexp(z), entropy = logsumexp(z) - sum softmax(z) * z, one exp per
 logit. The compiled version is built with dynamic shapes and takes every coefficient as a 0-d tensor,
-so new response lengths or a new beta never trigger a recompile (tests/test_ppo.py counts them).
+so new batch sizes, response lengths or clip values never trigger a recompile (tests/test_ppo.py
+counts the graphs). Sizes 0 and 1 are the exception: inductor specialises on them.
 
 Simplifications, on purpose:
   - The value head shares the policy's trunk (one model, as in CleanRL); its loss is scaled down
@@ -56,7 +57,7 @@ class PPOConfig:
     kl_target: float = None       # adaptive beta (Ziegler et al.) aiming at this KL per response; None: fixed
     target_kl: float = None       # stop an iteration's epochs early once approx-KL passes 1.5x this
     missing_eos_penalty: float = 1.0  # subtracted from the last token's reward when no EOS was sampled
-    length_limit: int = 40        # positive scores fade past this many response tokens (see token_rewards)
+    length_limit: int = 40        # positive deltas fade past this many response tokens (see dense_scores)
     max_ratio: float = 10.0       # skip a minibatch whose mean ratio passes this (the authors use 10)
     compile: bool = False         # torch.compile the hot loss path
 
@@ -79,13 +80,21 @@ def masked_whiten(x, mask, eps=1e-8):
 # ---------------------------------------------------------------------------------------------
 # Rewards and advantages
 
-def dense_scores(deltas, mask):
+def dense_scores(deltas, mask, length_limit=None):
     """Text2Grad: one delta per response token (lists, EOS excluded) -> scores (B, N); the EOS and
-    padding score 0."""
+    padding score 0.
+
+    The guard against reward farming: dense +1 rewards would pay a policy to ramble on with praised
+    phrases, so with a length_limit a positive delta at position t is scaled by length_weight
+    (~1 before the limit, ~0 a dozen tokens after it; the authors do the same with a sigmoid length
+    weight). Blame never fades. The scalar baseline needs no such guard: its one score already
+    counts the blamed tokens of a long response."""
     scores = torch.zeros(mask.shape, device=mask.device)
     for i, delta in enumerate(deltas):
         n = min(len(delta), scores.shape[1])
         scores[i, :n] = torch.tensor(delta[:n], dtype=torch.float)
+    if length_limit is not None:
+        scores = torch.where(scores > 0, scores * length_weight(scores.shape[1], length_limit, scores.device), scores)
     return scores * mask
 
 
@@ -99,8 +108,10 @@ def final_scores(values, mask):
 
 
 def kl_penalty(logprobs, ref_logprobs, estimator):
-    """Per-token KL to the reference from the sampled token: k1 = log pi - log pi_ref (unbiased, can
-    be negative on a token), k3 = exp(-k1) - 1 + k1 (unbiased in expectation, never negative)."""
+    """Per-token estimate of KL(pi || pi_ref) from the sampled token: k1 = log pi - log pi_ref (can be
+    negative on a token), k3 = exp(-k1) - 1 + k1 (never negative, lower variance). Both are unbiased
+    estimates of the KL's *value*; as a reward term (no gradient through it) only k1 gives the
+    policy-gradient of the KL, which is why it is the default."""
     k1 = logprobs - ref_logprobs
     if estimator == "k1":
         return k1
@@ -117,14 +128,9 @@ def length_weight(N, limit, device=None):
 
 
 def token_rewards(scores, logprobs, ref_logprobs, mask, ended, beta, config):
-    """r_t = w_t * score_t - beta * KL_t, with w_t = length_weight where score_t > 0 (else 1).
-
-    The guard against reward farming: dense +1 rewards would pay a policy to ramble on with praised
-    phrases, so positive scores fade past config.length_limit tokens (the authors do the same with a
-    sigmoid length weight); penalties never fade. A response that reaches max_new_tokens without an
-    EOS (ended (B,) False) loses config.missing_eos_penalty on its last token. All else (B, N)."""
-    weight = torch.where(scores > 0, length_weight(scores.shape[1], config.length_limit, scores.device), 1.0)
-    rewards = weight * scores - beta * kl_penalty(logprobs, ref_logprobs, config.kl_estimator)
+    """r_t = score_t - beta * KL_t. A response that reaches max_new_tokens without an EOS (ended (B,)
+    False) also loses config.missing_eos_penalty on its last token. All else (B, N)."""
+    rewards = scores - beta * kl_penalty(logprobs, ref_logprobs, config.kl_estimator)
     rewards = rewards - final_scores(config.missing_eos_penalty * (~ended).float(), mask)
     return rewards * mask
 
@@ -247,15 +253,16 @@ def score_responses(model, reference, prompts, tokens, mask, eos_id, pad_id, con
     attention_mask = torch.cat([prompt_mask, mask.long()], 1)
     start, N = prompt_ids.shape[1] - 1, tokens.shape[1]
     path = compiled_logprobs_and_entropy if config.compile else logprobs_and_entropy
+    temperature = torch.tensor(config.temperature, device=device)  # a tensor: no recompile if it changes
     logits, values = model(ids, attention_mask, start, N)
-    logprobs, entropy = path(logits, tokens, config.temperature)
+    logprobs, entropy = path(logits, tokens, temperature)
     ref_logits = reference(ids, attention_mask)[1][:, start:start + N]
-    ref_logprobs, _ = path(ref_logits, tokens, config.temperature)
+    ref_logprobs, _ = path(ref_logits, tokens, temperature)
     ended = ((tokens == eos_id) & mask.bool()).any(1)  # (B,) the response has its EOS
     mask = mask.float()
     return {"ids": ids, "ended": ended, "attention_mask": attention_mask, "start": start, "tokens": tokens, "mask": mask,
             "logprobs": logprobs * mask, "ref_logprobs": ref_logprobs * mask, "values": values * mask,
-            "entropy": entropy}
+            "entropy": entropy * mask}
 
 
 def rollout(model, reference, prompts, eos_id, pad_id, config, generator=None):
@@ -271,8 +278,9 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
       reward          sum_t r_t per response (scores, length weight, KL and EOS penalties)
       score           sum_t score_t per response (what the reward model said)
       kl_ref          sum_t KL_t per response, the estimator config.kl_estimator
-      policy_loss, value_loss, entropy, approx_kl (E[(rho - 1) - log rho], how far one iteration moved
-      the policy), clip_fraction, value_clip_fraction, ratio: means over the minibatch steps
+      policy_loss, value_loss, entropy, approx_kl (E[(rho - 1) - log rho], measured before each step,
+      so it shows how far the earlier steps had moved the policy), clip_fraction,
+      value_clip_fraction, ratio: means over the minibatch steps
       explained_variance  1 - Var(R - V) / Var(R) of the rollout's values (1 is a perfect critic)
       skipped         minibatches skipped because their mean ratio exploded
       length, eos_rate    mean response length (tokens, EOS included) and share ending in an EOS."""
@@ -293,6 +301,7 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
     totals, steps, skipped = torch.zeros(len(LOSS_STATS), device=device), 0, 0
     model.train()
     for epoch in range(config.epochs):
+        epoch_kl, epoch_steps = 0.0, 0
         order = torch.randperm(B, generator=generator).to(device)
         for i in range(0, B, config.minibatch_size):
             mb = order[i:i + config.minibatch_size]
@@ -307,7 +316,8 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             totals, steps = totals + stats, steps + 1
-        if config.target_kl is not None and steps and (totals[3] / steps).item() > 1.5 * config.target_kl:
+            epoch_kl, epoch_steps = epoch_kl + stats[3].item(), epoch_steps + 1
+        if config.target_kl is not None and epoch_steps and epoch_kl / epoch_steps > 1.5 * config.target_kl:
             break
     model.eval()
     kl_per_response = (kl_tokens.sum(1)).mean().item()
@@ -345,8 +355,8 @@ def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, 
 
 
 def mean_ci95(values):
-    """Mean and the half-width of its 95% confidence interval (Student t, n - 1 degrees of freedom);
-    the half-width is 0 for a single value."""
+    """Mean and the half-width of its 95% confidence interval (Student t, n - 1 degrees of freedom, for
+    up to 10 values; the normal 1.96 beyond); the half-width is 0 for a single value."""
     n = len(values)
     mean = sum(values) / n
     if n < 2:

@@ -276,13 +276,14 @@ def reward_stage(policy, tokenizer, records, preset, device, seed, out):
 # ---------------------------------------------------------------------------------------------
 # PPO: the same SFT policy improved with each reward, over several seeds
 
-def reward_function(mode, task, tokenizer, examples, reward_models):
+def reward_function(mode, task, tokenizer, examples, reward_models, length_limit=None):
     """The reward for PPO: f(indices, tokens, mask) -> scores (B, N) for sampled responses to
     examples[indices]. mode:
       span    Text2Grad: the CoT reward model writes a critique, then its delta lands on every token
       no-cot  the same without the critique (the span head reads the response directly)
       scalar  standard RLHF: the scalar reward model's score on the last real token
-      oracle  the task's critic itself, aligned to the sampled tokens (an upper bound)"""
+      oracle  the task's critic itself, aligned to the sampled tokens (an upper bound)
+    length_limit: the dense modes' guard against farming praise by length (ppo.dense_scores)."""
     prompts = [tokenizer.encode(e.prompt) for e in examples]
 
     def scores(indices, tokens, mask):
@@ -296,7 +297,7 @@ def reward_function(mode, task, tokenizer, examples, reward_models):
                       for i, text, r in zip(indices, texts, ids)]
         else:
             _, deltas = reward_models["cot" if mode == "span" else "no_cot"].predict(tokenizer, batch_prompts, ids)
-        return ppo.dense_scores(deltas, mask)
+        return ppo.dense_scores(deltas, mask, length_limit)
     return scores
 
 
@@ -323,7 +324,7 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         for seed in seeds:
             model = ppo.ActorCritic(copy.deepcopy(policy))
             curve, history[f"{name}/{seed}"] = ppo.train(
-                model, policy, prompts, reward_function(mode, task, tokenizer, train, reward_models),
+                model, policy, prompts, reward_function(mode, task, tokenizer, train, reward_models, config.length_limit),
                 tokenizer.eos_id, tokenizer.pad_id, config, seed=seed, evaluate=validation_score,
                 eval_every=preset["eval_every"], desc=f"ppo {name} seed {seed}")
             test, samples = evaluate(task, model.gpt, tokenizer, splits["test"])
@@ -348,41 +349,48 @@ def updates_to_match(curve, level):
 
 
 def credit_landing(task, policy, tokenizer, examples, reward_models, preset, seed, **overrides):
-    """Where one PPO update moves the log-probabilities. A fixed batch of criticised responses
+    """Where one PPO iteration moves the log-probabilities. A fixed batch of criticised responses
     (SFT samples on held-out prompts that the critic blames somewhere) is scored by each method's
-    reward; one PPO iteration runs on exactly that batch from the SFT policy; the change in
-    log pi(y_t) is averaged over the critic's poor-span, good-span and neutral tokens (EOS excluded).
-    ratio = fall of poor-span tokens / size of the neutral tokens' change (>= 3 is the target for
-    Text2Grad: blame lands where the critique put it). overrides: PPOConfig fields (lam=0.0, say)."""
-    config = ppo.PPOConfig(**{**preset["ppo"], **overrides}, max_new_tokens=MAX_NEW_TOKENS)
+    reward; one PPO iteration (config.epochs epochs of minibatch steps) runs on exactly that batch
+    from the SFT policy; the change in log pi(y_t) is averaged over the critic's poor-span, good-span
+    and neutral tokens (EOS excluded).
+        ratio = -mean(change on poor-span tokens) / mean(|change| on neutral tokens)
+    (>= 3 is the target for Text2Grad: blame lands where the critique put it). The missing-EOS
+    penalty is off here, so only the method's own reward and the KL move the tokens.
+    overrides: PPOConfig fields (lam=0.0, say)."""
+    config = ppo.PPOConfig(**{**preset["ppo"], "missing_eos_penalty": 0.0, **overrides}, max_new_tokens=MAX_NEW_TOKENS)
     generator = torch.Generator(next(policy.parameters()).device).manual_seed(seed)
     prompts = [policy_prompt(tokenizer, e.prompt) for e in examples]
-    tokens, _, mask = generate(policy, prompts, MAX_NEW_TOKENS, tokenizer.eos_id, tokenizer.pad_id, generator=generator)
+    tokens, _, mask = generate(policy, prompts, MAX_NEW_TOKENS, tokenizer.eos_id, tokenizer.pad_id,
+                               temperature=config.temperature, generator=generator)
     ids = response_ids(tokenizer, tokens, mask)
     labels = []
     for e, r in zip(examples, ids):
         text = tokenizer.decode(r)
         labels.append(align(text, tokenizer.offsets(r), task.critique(e, text))[0])
     probe = [i for i, delta in enumerate(labels) if -1 in delta][:CREDIT_PROBE]
-    index = torch.tensor(probe, device=tokens.device)
+    if not probe:
+        return {"responses": 0, "lam": config.lam}
+    index = torch.tensor(probe, dtype=torch.long, device=tokens.device)
     tokens, mask = tokens[index], mask[index]
     prompts, examples = [prompts[i] for i in probe], [examples[i] for i in probe]
     gold = ppo.dense_scores([labels[i] for i in probe], mask.float())  # critic's delta, EOS 0
     text = mask.float() * (tokens != tokenizer.eos_id)                  # response tokens, EOS excluded
     groups = {"poor": text * (gold < 0), "good": text * (gold > 0), "neutral": text * (gold == 0)}
-    result = {"responses": len(probe), "tokens": {g: int(m.sum().item()) for g, m in groups.items()}}
+    result = {"responses": len(probe), "lam": config.lam, "tokens": {g: int(m.sum().item()) for g, m in groups.items()}}
     for name, mode in METHODS.items():
         torch.manual_seed(seed)
         model = ppo.ActorCritic(copy.deepcopy(policy))
         batch = ppo.score_responses(model, policy, prompts, tokens, mask, tokenizer.eos_id, tokenizer.pad_id, config)
-        scores = reward_function(mode, task, tokenizer, examples, reward_models)(range(len(probe)), tokens, mask)
+        scores = reward_function(mode, task, tokenizer, examples, reward_models,
+                                 config.length_limit)(range(len(probe)), tokens, mask)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.95), eps=1e-5)
         ppo.ppo_iteration(model, optimizer, batch, scores, ppo.KLController(config.beta), config,
                           torch.Generator().manual_seed(seed))
         after = ppo.score_responses(model, policy, prompts, tokens, mask, tokenizer.eos_id, tokenizer.pad_id, config)
         change = after["logprobs"] - batch["logprobs"]  # (B, N)
         means = {g: ppo.masked_mean(change, m).item() for g, m in groups.items()}
-        result[name] = {**means, "ratio": -means["poor"] / max(abs(means["neutral"]), 1e-9)}
+        result[name] = {**means, "ratio": -means["poor"] / max(ppo.masked_mean(change.abs(), groups["neutral"]).item(), 1e-9)}
     return result
 
 
@@ -456,14 +464,16 @@ def run(args):
                                                            preset, seeds, args.compile, args.out)
     timings["ppo"] = time.time() - start
     methods = results["methods"]
+    # How fast each method gets to scalar PPO's final validation score: the first point of each mean
+    # curve at or above it (scalar PPO itself may get there before its last update).
     level = methods["ppo_scalar"]["curve"][-1][1]
-    results["convergence"] = {"ppo_scalar_final_validation": level, "ppo_updates": methods["ppo_scalar"]["curve"][-1][0],
-                              **{f"{name}_updates_to_match": updates_to_match(methods[name]["curve"], level)
-                                 for name in METHODS if name != "ppo_scalar"}}
+    results["convergence"] = {"level": level, "eval_every": preset["eval_every"],
+                              "updates": {name: updates_to_match(methods[name]["curve"], level) for name in METHODS}}
 
     start = time.time()
     # GAE with lambda 0.95 and a value head that knows nothing yet passes a span's blame back to the
-    # tokens before it; lambda 0 (A_t = r_t + V_{t+1} - V_t) shows where the reward itself lands.
+    # tokens before it; with lambda 0 the advantage is r_t + V_{t+1} - V_t, whitened over the batch,
+    # so each token is judged by its own reward (against the batch's mean reward).
     results["credit_landing"] = credit_landing(task, model, tokenizer, splits["validation"], reward_models, preset,
                                                args.seed)
     results["credit_landing_lambda_0"] = credit_landing(task, model, tokenizer, splits["validation"], reward_models,
@@ -483,18 +493,21 @@ def print_results(task, results):
     for name, m in methods.items():
         per_seed = " ".join(f"{s:.3f}" for s in m["scores"])
         print(f"  {name:17s} {m['score']:.3f} ± {m['ci95']:.3f}   validation {m['curve'][-1][1]:.3f}   seeds: {per_seed}")
-    print(f"  updates to reach ppo_scalar's final validation {convergence['ppo_scalar_final_validation']:.3f} "
-          f"(ppo_scalar: {convergence['ppo_updates']}): "
-          + ", ".join(f"{name} {convergence[f'{name}_updates_to_match']}" for name in METHODS if name != "ppo_scalar"))
+    print(f"  first update whose mean validation reaches ppo_scalar's final {convergence['level']:.3f} "
+          f"(checked every {convergence['eval_every']}): "
+          + ", ".join(f"{name} {convergence['updates'][name]}" for name in METHODS))
     credit = results["credit_landing"]
-    print(f"  credit landing, mean change of log pi after one update on {credit['responses']} criticised responses "
-          f"({credit['tokens']['poor']} poor-span / {credit['tokens']['good']} good-span / "
-          f"{credit['tokens']['neutral']} neutral tokens):")
-    for key, lam in (("credit_landing", "0.95"), ("credit_landing_lambda_0", "0")):
+    if not credit["responses"]:
+        print("  credit landing: the critic blames none of the SFT policy's validation samples")
+        return
+    print(f"  credit landing, mean change of log pi after one PPO iteration on {credit['responses']} criticised "
+          f"responses ({credit['tokens']['poor']} poor-span / {credit['tokens']['good']} good-span / "
+          f"{credit['tokens']['neutral']} neutral tokens); ratio = poor fall / mean |neutral change|:")
+    for key in ("credit_landing", "credit_landing_lambda_0"):
         for name in METHODS:
             c = results[key][name]
-            print(f"  GAE lambda {lam:4s} {name:17s} poor {c['poor']:+.4f}  good {c['good']:+.4f}  "
-                  f"neutral {c['neutral']:+.4f}  poor fall / neutral change {c['ratio']:+.1f}x")
+            print(f"  GAE lambda {results[key]['lam']:<4} {name:17s} poor {c['poor']:+.4f}  good {c['good']:+.4f}  "
+                  f"neutral {c['neutral']:+.4f}  ratio {c['ratio']:+.1f}")
 
 
 def show_predictions(model, tokenizer, records):

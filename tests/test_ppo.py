@@ -89,9 +89,10 @@ def test_final_scores_land_on_the_last_real_token_never_padding():
 
 
 def test_final_score_sits_on_the_sampled_eos(policy):
-    prompts = [[1, 5, 6], [1, 7], [1, 8, 9, 10]]
-    tokens, _, mask = generate(policy, prompts, 20, EOS, PAD, generator=torch.Generator().manual_seed(0))
-    scores = ppo.final_scores([1.0, 1.0, 1.0], mask.float())
+    prompts = [[1, 3 + i % 9, 4 + i % 7] for i in range(16)]
+    tokens, _, mask = generate(policy, prompts, 10, EOS, PAD, generator=torch.Generator().manual_seed(0))
+    scores = ppo.final_scores([1.0] * 16, mask.float())
+    assert any(EOS in row for row in tokens.tolist()) and not all(EOS in row for row in tokens.tolist())
     for row, m, s in zip(tokens.tolist(), mask.tolist(), scores.tolist()):
         position = s.index(1.0)
         assert m[position] == 1 and (position + 1 == len(m) or m[position + 1] == 0)
@@ -117,36 +118,32 @@ def test_kl_estimators_against_fp64():
         ppo.kl_penalty(logp, ref, "k2")
 
 
-def test_token_rewards_kl_length_guard_and_missing_eos():
-    config = ppo.PPOConfig(length_limit=4, missing_eos_penalty=1.0, kl_estimator="k1")
-    N = 12
-    mask = ragged_mask([12, 6], N)
-    scores = torch.ones(2, N) * mask
-    scores[1, 2] = -1.0
+def test_token_rewards_kl_and_missing_eos():
+    config = ppo.PPOConfig(missing_eos_penalty=1.0, kl_estimator="k1")
+    N = 6
+    mask = ragged_mask([6, 3], N)
+    scores = torch.tensor([[1.0, 0, -1, 0, 0, 1], [0, -1, 0, 0, 0, 0]]) * mask
     logp, ref = torch.full((2, N), -1.0), torch.full((2, N), -1.5)
-    ended = torch.tensor([False, True])
-    rewards = ppo.token_rewards(scores, logp, ref, mask, ended, 0.1, config)
-    weight = [1 / (1 + math.exp(-(4 - t) / 4)) for t in range(N)]
-    for t in range(N):
-        # row 0: +1 everywhere, faded by position; KL 0.5 per token; no EOS -> -1 on the last token
-        expected = weight[t] - 0.05 - (1.0 if t == N - 1 else 0.0)
-        assert rewards[0, t].item() == pytest.approx(expected, abs=1e-6)
-    # row 1: the penalty is not faded; an ended response loses nothing; padding gets nothing
-    assert rewards[1, 2].item() == pytest.approx(-1.0 - 0.05, abs=1e-6)
-    assert rewards[1, 5].item() == pytest.approx(weight[5] - 0.05, abs=1e-6)
-    assert (rewards[1, 6:] == 0).all()
+    rewards = ppo.token_rewards(scores, logp, ref, mask, torch.tensor([False, True]), 0.1, config)
+    # KL 0.5 per token, beta 0.1; row 0 never sampled its EOS: -1 more on its last token
+    assert rewards[0].tolist() == pytest.approx([0.95, -0.05, -1.05, -0.05, -0.05, 1 - 0.05 - 1])
+    # row 1 ended: no penalty; padding gets nothing
+    assert rewards[1].tolist() == pytest.approx([-0.05, -1.05, -0.05, 0, 0, 0])
+
+
+def test_dense_scores_fade_praise_past_the_length_limit_never_blame():
+    mask = ragged_mask([12, 12], 12)
+    scores = ppo.dense_scores([[1] * 12, [-1] * 12], mask, length_limit=4)
+    for t in range(12):
+        assert scores[0, t].item() == pytest.approx(1 / (1 + math.exp(-(4 - t) / 4)), abs=1e-6)
+    assert (scores[1] == -1).all()
 
 
 def test_length_guard_stops_farming_praise_by_rambling():
     # Repeating a praised phrase past the limit earns (almost) nothing more, while each repeated
     # blamed token still costs a full -1.
-    config = ppo.PPOConfig(length_limit=40, missing_eos_penalty=0.0)
-
     def total(n, value):
-        mask = ragged_mask([n], 64)
-        scores = torch.full((1, 64), float(value)) * mask
-        zero = torch.zeros(1, 64)
-        return ppo.token_rewards(scores, zero, zero, mask, torch.tensor([True]), 0.0, config).sum().item()
+        return ppo.dense_scores([[value] * n], ragged_mask([n], 64), length_limit=40).sum().item()
 
     # twelve more praised tokens past position 52: sum_t sigmoid((40 - t) / 4), t = 52..63, about 0.21
     assert total(64, +1) - total(52, +1) < 0.25
@@ -223,8 +220,9 @@ def test_ppo_loss_matches_token_by_token_fp64():
 
 @pytest.mark.slow
 def test_compiled_loss_equals_eager_and_never_recompiles():
-    torch._dynamo.reset()
     from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()  # reset() leaves the counters of earlier compiles in this process
     # new response lengths, batch sizes and coefficients: one graph for all of them
     for k, (B, N, clip) in enumerate([(4, 9, 0.2), (3, 17, 0.1), (5, 6, 0.3), (4, 30, 0.2)]):
         coefficients = [torch.tensor(c) for c in (0.9, clip, 0.2, 0.1, 0.01)]
@@ -259,15 +257,15 @@ def test_rollout_logprobs_match_the_sampler_and_first_ratio_is_one(policy):
     torch.testing.assert_close(batch["logprobs"], sampled_logprobs * mask, atol=1e-5, rtol=0)
     # the policy is the reference at the start: KL 0
     torch.testing.assert_close(batch["logprobs"], batch["ref_logprobs"], atol=1e-6, rtol=0)
-    # first minibatch of the first epoch: pi == pi_old, ratio exactly 1
-    mb = torch.tensor([4, 0, 2])
-    logits, values = model(batch["ids"][mb], batch["attention_mask"][mb], batch["start"], tokens.shape[1])
-    zero = torch.zeros(3, tokens.shape[1])
-    _, stats = ppo.ppo_loss(logits, values, tokens[mb], batch["mask"][mb], batch["logprobs"][mb],
-                            batch["values"][mb], zero, zero, *map(torch.tensor, (0.7, 0.2, 0.2, 0.1, 0.0)))
-    named = dict(zip(ppo.LOSS_STATS, stats.tolist()))
-    assert named["ratio"] == pytest.approx(1.0, abs=1e-6)
-    assert named["approx_kl"] == pytest.approx(0.0, abs=1e-7) and named["clip_fraction"] == 0.0
+    # first minibatch of the first epoch: pi == pi_old, ratio exactly 1. With lr 0 and one epoch
+    # every minibatch is a first one, so the iteration's logged means must show it.
+    scores = ppo.dense_scores([[1, -1, 0]] * 6, batch["mask"])
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.0)
+    logged = ppo.ppo_iteration(model, optimizer, batch, scores, ppo.KLController(0.05),
+                               ppo.PPOConfig(**{**config.__dict__, "epochs": 1}), torch.Generator().manual_seed(0))
+    assert logged["ratio"] == pytest.approx(1.0, abs=1e-6)
+    assert logged["approx_kl"] == pytest.approx(0.0, abs=1e-7) and logged["clip_fraction"] == 0.0
+    assert logged["skipped"] == 0
 
 
 def test_ppo_pushes_down_a_blamed_token(policy):
@@ -296,3 +294,19 @@ def test_ppo_pushes_down_a_blamed_token(policy):
     assert history[-1]["score"] > history[0]["score"]  # fewer blamed tokens sampled
     for p, q in zip(reference.parameters(), policy.parameters()):
         assert torch.equal(p, q)
+
+
+@pytest.mark.slow
+def test_compiled_training_loop_compiles_each_function_once(policy):
+    """config.compile=True end to end: rollouts of different lengths, several minibatches."""
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()
+    prompts = [[1, 3 + i % 8, 4] for i in range(32)]
+    config = ppo.PPOConfig(max_new_tokens=12, batch_size=12, minibatch_size=4, epochs=2, compile=True, updates=3)
+    model = ppo.ActorCritic(copy.deepcopy(policy))
+    _, history = ppo.train(model, policy, prompts, lambda i, tokens, mask: -mask.float(), EOS, PAD, config, seed=0)
+    assert len({h["length"] for h in history}) > 1  # the rollouts really had different lengths
+    assert all(h["skipped"] == 0 for h in history)
+    # forward-only rollout path (no grad) and the loss (forward + backward): one graph each
+    assert counters["stats"]["unique_graphs"] == 2
