@@ -34,7 +34,7 @@ import torch
 import torch.nn as nn
 from tqdm import tqdm
 
-from model import generate, left_pad
+from model import generate, left_pad, token_logprobs
 
 
 @dataclass
@@ -186,15 +186,22 @@ def logprobs_and_entropy(logits, targets, temperature):
 
 def ppo_loss(logits, values, targets, mask, old_logprobs, old_values, advantages, returns,
              temperature, clip, value_clip, value_coef, entropy_coef):
-    """The clipped PPO objective for one minibatch. Coefficients are 0-d tensors (a Python float
-    would be baked into a compiled graph and changing it would recompile).
-        rho_t  = exp(log pi(y_t) - log pi_old(y_t))
-        L_pi   = mean_t max(-A_t rho_t, -A_t clip(rho_t, 1 - eps, 1 + eps))
-        L_V    = 0.5 mean_t max((V_t - R_t)^2, (V_old_t + clip(V_t - V_old_t, -eps_v, eps_v) - R_t)^2)
-        loss   = L_pi + c_v L_V - c_H mean_t H_t
+    """The clipped PPO objective for one minibatch, from the logits. Coefficients are 0-d tensors (a
+    Python float would be baked into a compiled graph and changing it would recompile).
     logits (B, N, V); values, targets, mask, old_*, advantages, returns (B, N).
     Returns (loss, stats): stats is a (7,) tensor, detached, in the order of LOSS_STATS."""
     logprobs, entropy = logprobs_and_entropy(logits, targets, temperature)
+    return clipped_losses(logprobs, entropy, values, mask, old_logprobs, old_values, advantages, returns,
+                          clip, value_clip, value_coef, entropy_coef)
+
+
+def clipped_losses(logprobs, entropy, values, mask, old_logprobs, old_values, advantages, returns,
+                   clip, value_clip, value_coef, entropy_coef):
+    """The objective from the selected log-probs and entropies, all (B, N):
+        rho_t  = exp(log pi(y_t) - log pi_old(y_t))
+        L_pi   = mean_t max(-A_t rho_t, -A_t clip(rho_t, 1 - eps, 1 + eps))
+        L_V    = 0.5 mean_t max((V_t - R_t)^2, (V_old_t + clip(V_t - V_old_t, -eps_v, eps_v) - R_t)^2)
+        loss   = L_pi + c_v L_V - c_H mean_t H_t"""
     log_ratio = (logprobs - old_logprobs) * mask
     ratio = torch.exp(log_ratio)
     policy_loss = masked_mean(torch.maximum(-advantages * ratio,
@@ -219,6 +226,7 @@ LOSS_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fractio
 # break is an error, not a silent slowdown. Nothing is compiled until the first call.
 compiled_ppo_loss = torch.compile(ppo_loss, fullgraph=True, dynamic=True)
 compiled_logprobs_and_entropy = torch.compile(logprobs_and_entropy, fullgraph=True, dynamic=True)
+compiled_token_logprobs = torch.compile(token_logprobs, fullgraph=True, dynamic=True)  # the reference's
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,12 +260,13 @@ def score_responses(model, reference, prompts, tokens, mask, eos_id, pad_id, con
     ids = torch.cat([prompt_ids, tokens], 1)
     attention_mask = torch.cat([prompt_mask, mask.long()], 1)
     start, N = prompt_ids.shape[1] - 1, tokens.shape[1]
-    path = compiled_logprobs_and_entropy if config.compile else logprobs_and_entropy
+    policy_path = compiled_logprobs_and_entropy if config.compile else logprobs_and_entropy
+    reference_path = compiled_token_logprobs if config.compile else token_logprobs  # no entropy needed
     temperature = torch.tensor(config.temperature, device=device)  # a tensor: no recompile if it changes
     logits, values = model(ids, attention_mask, start, N)
-    logprobs, entropy = path(logits, tokens, temperature)
+    logprobs, entropy = policy_path(logits, tokens, temperature)
     ref_logits = reference(ids, attention_mask)[1][:, start:start + N]
-    ref_logprobs, _ = path(ref_logits, tokens, temperature)
+    ref_logprobs = reference_path(ref_logits, tokens, temperature)
     ended = ((tokens == eos_id) & mask.bool()).any(1)  # (B,) the response has its EOS
     mask = mask.float()
     return {"ids": ids, "ended": ended, "attention_mask": attention_mask, "start": start, "tokens": tokens, "mask": mask,

@@ -308,5 +308,6 @@ def test_compiled_training_loop_compiles_each_function_once(policy):
     _, history = ppo.train(model, policy, prompts, lambda i, tokens, mask: -mask.float(), EOS, PAD, config, seed=0)
     assert len({h["length"] for h in history}) > 1  # the rollouts really had different lengths
     assert all(h["skipped"] == 0 for h in history)
-    # forward-only rollout path (no grad) and the loss (forward + backward): one graph each
-    assert counters["stats"]["unique_graphs"] == 2
+    # the policy's log-probs and entropy, the reference's log-probs (both no grad) and the loss
+    # (forward + backward): one graph each
+    assert counters["stats"]["unique_graphs"] == 3

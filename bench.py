@@ -1,0 +1,403 @@
+"""bench.py: what the compiled loss path buys, how fast generation is, and what Text2Grad costs.
+
+    python bench.py            # the full sweep (tens of minutes on 2 CPU cores, minutes on a GPU)
+    python bench.py --quick    # a first look, within 2 minutes on 2 CPU cores
+
+Three parts, each measured side by side in one run, so the ratios mean something on a noisy machine:
+
+1. The hot loss path in three forms on the same inputs:
+     naive    full log_softmax, then gather; entropy from the full probabilities (what most code does)
+     eager    ppo.py's math run eagerly: logsumexp and one exp per logit, no full log-softmax
+     compiled the same function through torch.compile (what the PPO loop uses on CUDA)
+   in two modes: rollout (no grad: log-probs, entropy, the reference's log-probs from a second
+   logits tensor) and training (ppo_loss forward and backward with respect to logits and values).
+   Reported per shape: time against naive (median after warm-up), extra peak memory over the size
+   of one logits tensor, effective bandwidth (the minimal bytes: every logit read once, plus the
+   gradient written once when training) and its share of the device's peak on CUDA; then the
+   compile time, the recompiles across a sweep of response lengths, and the largest error of
+   each form against a float64 computation.
+2. Generation: tokens per second with the KV cache and by recomputing the whole prefix each step.
+3. One PPO update end to end on the same batch: Text2Grad (its reward model writes a critique
+   first) against scalar PPO. Uses the trained models in runs/summarize when they exist (run
+   `python text2grad.py` first); otherwise untrained ones, whose critiques run to the length limit.
+
+Peak memory on CPU is the process's peak resident set (reset through /proc/self/clear_refs), with
+glibc told to return every large block to the system at once (MALLOC_MMAP_THRESHOLD_, set by
+re-executing this script), so that freed tensors do not hide inside the heap.
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import torch
+
+import ppo
+from model import token_logprobs
+
+PEAK_BANDWIDTH = {"H100": 3.35e12, "H200": 4.8e12, "A100": 2.0e12}  # bytes/s, SXM parts
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring
+
+def sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(fn, device, repeats):
+    """Median seconds of fn() over `repeats` runs, after one warm-up run."""
+    fn()
+    sync(device)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        sync(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def resident_bytes(field, path="/proc/self/status"):
+    """A memory figure of /proc/self/status (VmRSS, VmHWM) or /proc/meminfo (MemAvailable), in bytes."""
+    with open(path) as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def extra_peak_bytes(fn, device):
+    """Peak memory during fn() above what was held before it."""
+    sync(device)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        fn()
+        sync(device)
+        return torch.cuda.max_memory_allocated() - before
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset the peak resident set to the current one
+    before = resident_bytes("VmRSS")
+    fn()
+    return resident_bytes("VmHWM") - before
+
+
+# ---------------------------------------------------------------------------------------------
+# The three forms of the loss path
+
+def naive_logprobs_and_entropy(logits, targets, temperature):
+    """The usual way: the full (B, T, V) log-softmax in float32, then gather."""
+    logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
+    return logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1), -(logp_all.exp() * logp_all).sum(-1)
+
+
+def naive_logprobs(logits, targets, temperature):
+    return naive_logprobs_and_entropy(logits, targets, temperature)[0]
+
+
+def naive_ppo_loss(logits, values, targets, mask, old_logprobs, old_values, advantages, returns,
+                   temperature, *coefficients):
+    logprobs, entropy = naive_logprobs_and_entropy(logits, targets, temperature)
+    return ppo.clipped_losses(logprobs, entropy, values, mask, old_logprobs, old_values, advantages, returns,
+                              *coefficients)
+
+
+# form -> (policy log-probs and entropy, reference log-probs, the loss)
+FORMS = {
+    "naive": (naive_logprobs_and_entropy, naive_logprobs, naive_ppo_loss),
+    "eager": (ppo.logprobs_and_entropy, token_logprobs, ppo.ppo_loss),
+    "compiled": (ppo.compiled_logprobs_and_entropy, ppo.compiled_token_logprobs, ppo.compiled_ppo_loss),
+}
+
+
+def make_inputs(N, V, dtype, device, T=256, seed=0):
+    """A batch of N = B*T response positions with 10-50% padding per row."""
+    g = torch.Generator().manual_seed(seed)
+    B = max(1, N // T)
+    logits = (torch.randn(B, T, V, generator=g) * 2).to(device=device, dtype=dtype)
+    ref_logits = (logits.float() + 0.1 * torch.randn(B, T, V, generator=g).to(device)).to(dtype)
+    targets = torch.randint(0, V, (B, T), generator=g).to(device)
+    lengths = torch.randint(int(0.5 * T), int(0.9 * T) + 1, (B,), generator=g)
+    mask = (torch.arange(T)[None, :] < lengths[:, None]).float().to(device)
+    small = [torch.randn(B, T, generator=g).to(device) for _ in range(5)]
+    old_logprobs = -torch.rand(B, T, generator=g).to(device) * 5
+    coefficients = [torch.tensor(c, device=device) for c in (1.0, 0.2, 0.2, 0.1, 0.0)]
+    return {"logits": logits, "ref_logits": ref_logits, "targets": targets, "mask": mask, "values": small[0],
+            "old_values": small[1], "advantages": small[2], "returns": small[3], "old_logprobs": old_logprobs,
+            "coefficients": coefficients}
+
+
+def rollout_call(form, x):
+    logprobs_and_entropy, reference_logprobs, _ = FORMS[form]
+    temperature = x["coefficients"][0]
+
+    def run():
+        with torch.no_grad():
+            logprobs, entropy = logprobs_and_entropy(x["logits"], x["targets"], temperature)
+            ref_logprobs = reference_logprobs(x["ref_logits"], x["targets"], temperature)
+        return logprobs, entropy, ref_logprobs
+    return run
+
+
+def training_call(form, x):
+    """(run, logits): run() computes the loss and its gradients; logits.grad holds the result."""
+    loss_fn = FORMS[form][2]
+    logits = x["logits"].detach().requires_grad_()
+    values = x["values"].detach().requires_grad_()
+
+    def run():
+        logits.grad = values.grad = None
+        loss, _ = loss_fn(logits, values, x["targets"], x["mask"], x["old_logprobs"], x["old_values"],
+                          x["advantages"], x["returns"], *x["coefficients"])
+        loss.backward()
+        return loss
+    return run, logits
+
+
+def fp64_errors(x, rows=512):
+    """Largest |error| of each form against float64 on the first `rows` positions: rollout (log-probs,
+    entropies, reference log-probs) and training (the loss, and its gradient w.r.t. the logits)."""
+    B = max(1, rows // x["logits"].shape[1])
+    sub = {k: v if k == "coefficients" else v[:B] for k, v in x.items()}
+    exact = {k: [c.double() for c in v] if k == "coefficients" else (v.double() if v.is_floating_point() else v)
+             for k, v in sub.items()}
+    reference_rollout = rollout_call("naive", exact)()
+    reference_run, reference_logits = training_call("naive", exact)
+    reference_loss = reference_run()
+    errors = {}
+    for form in FORMS:
+        rollout = rollout_call(form, sub)()
+        run, logits = training_call(form, sub)
+        loss = run()
+        errors[form] = {"rollout": max((a.double() - b).abs().max().item() for a, b in zip(rollout, reference_rollout)),
+                        "loss": abs(loss.double().item() - reference_loss.item()),
+                        "grad": (logits.grad.double() - reference_logits.grad).abs().max().item()}
+    return errors
+
+
+def bench_loss_path(N, V, dtype, device, repeats):
+    """Every form in both modes on one shape. Returns one row per mode."""
+    x = make_inputs(N, V, dtype, device)
+    logits_bytes = x["logits"].numel() * x["logits"].element_size()
+    # minimal traffic: rollout reads two logits tensors; training reads the logits, writes their gradient
+    minimal = {"rollout": 2 * logits_bytes, "training": 2 * logits_bytes}
+    rows = []
+    for mode in ("rollout", "training"):
+        row = {"N": N, "V": V, "dtype": str(dtype).replace("torch.", ""), "mode": mode}
+        for form in FORMS:
+            run = rollout_call(form, x) if mode == "rollout" else training_call(form, x)[0]
+            seconds = timed(run, device, repeats)
+            row[f"{form}_ms"] = 1e3 * seconds
+            row[f"{form}_extra_memory"] = extra_peak_bytes(run, device) / logits_bytes
+            row[f"{form}_GBps"] = minimal[mode] / seconds / 1e9
+        for form in ("eager", "compiled"):
+            row[f"{form}_speedup"] = row["naive_ms"] / row[f"{form}_ms"]
+        rows.append(row)
+    return rows, fp64_errors(x)
+
+
+def compile_and_recompiles(V, device, dtype):
+    """Seconds of the first compiled call per mode (from a clean cache), then the number of new graphs
+    over a sweep of response lengths and batch sizes (0 is the target)."""
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()
+    result = {}
+    x = make_inputs(1024, V, dtype, device, T=64)
+    for mode, call in (("rollout", lambda: rollout_call("compiled", x)), ("training", lambda: training_call("compiled", x)[0])):
+        run = call()
+        start = time.perf_counter()
+        run()
+        sync(device)
+        result[f"compile_s_{mode}"] = time.perf_counter() - start
+    graphs = counters["stats"]["unique_graphs"]
+    for T, N in ((37, 2 * 37), (101, 5 * 101), (200, 3 * 200), (17, 8 * 17)):
+        y = make_inputs(N, V, dtype, device, T=T, seed=T)
+        rollout_call("compiled", y)()
+        training_call("compiled", y)[0]()
+    result["recompiles"] = counters["stats"]["unique_graphs"] - graphs
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Generation
+
+@torch.no_grad()
+def generate_by_recompute(model, idx, new_tokens, generator):
+    """Sampling without a cache: the whole prefix runs through the model for every new token."""
+    for _ in range(new_tokens):
+        logits = model(idx)[1][:, -1]
+        token = torch.multinomial(torch.softmax(logits.float(), -1), 1, generator=generator)
+        idx = torch.cat([idx, token], 1)
+    return idx
+
+
+def bench_generation(device, lengths, batch_size=16, prompt_len=16):
+    from model import GPT, GPTConfig, generate
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=prompt_len + max(lengths))).to(device).eval()
+    prompts = torch.randint(3, 1024, (batch_size, prompt_len))
+    rows = []
+    for n in lengths:
+        row = {"new_tokens": n, "batch": batch_size}
+        # eos_id -1 is never sampled, so every sequence runs to n tokens
+        cached = timed(lambda: generate(model, prompts.tolist(), n, eos_id=-1, pad_id=0,
+                                        generator=torch.Generator(device).manual_seed(0)), device, 2)
+        recompute = timed(lambda: generate_by_recompute(model, prompts.to(device), n,
+                                                        torch.Generator(device).manual_seed(0)), device, 2)
+        row["kv_cache_tok_s"] = batch_size * n / cached
+        row["recompute_tok_s"] = batch_size * n / recompute
+        row["speedup"] = recompute / cached
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# One PPO update: Text2Grad against scalar PPO on the same batch
+
+def bench_ppo_update(device, batch_size, compile):
+    import copy
+
+    import text2grad
+    from data import get_task, make_splits
+    from data.tokenizer import Tokenizer, training_texts
+    from model import GPT, GPTConfig
+    from reward import RewardModel
+
+    task = get_task("summarize")
+    splits = make_splits(task, {"train": 400, "validation": 10, "test": 10}, seed=0)
+    folder = os.path.join("runs", "summarize")
+    if all(os.path.exists(os.path.join(folder, f)) for f in ("sft.pt", "reward_cot.pt", "reward_scalar.pt")):
+        policy, tokenizer, _ = text2grad.load_checkpoint(os.path.join(folder, "sft.pt"), device)
+        reward_models = {name: text2grad.load_checkpoint(os.path.join(folder, f"reward_{name}.pt"), device)[0]
+                         for name in ("cot", "scalar")}
+        source = "trained models from runs/summarize"
+    else:
+        tokenizer = Tokenizer.train(training_texts(task, splits), 1024)
+        torch.manual_seed(0)
+        policy = GPT(GPTConfig(vocab_size=tokenizer.vocab_size)).to(device).eval()
+        reward_models = {name: RewardModel(copy.deepcopy(policy), kind, cot=(name == "cot")).to(device).eval()
+                         for name, kind in (("cot", "span"), ("scalar", "scalar"))}
+        source = "untrained models (run python text2grad.py first for trained ones)"
+    config = ppo.PPOConfig(batch_size=batch_size, minibatch_size=min(32, batch_size),
+                           max_new_tokens=text2grad.MAX_NEW_TOKENS, compile=compile)
+    examples = splits["train"][:batch_size]
+    prompts = [text2grad.policy_prompt(tokenizer, e.prompt) for e in examples]
+    model = ppo.ActorCritic(copy.deepcopy(policy))
+    generator = torch.Generator(device).manual_seed(0)
+
+    start = time.perf_counter()
+    batch = ppo.rollout(model, policy, prompts, tokenizer.eos_id, tokenizer.pad_id, config, generator)
+    sync(device)
+    seconds = {"rollout": time.perf_counter() - start}
+    scores = {}
+    for name, mode in (("text2grad", "span"), ("ppo_scalar", "scalar")):
+        reward = text2grad.reward_function(mode, task, tokenizer, examples, reward_models, config.length_limit)
+        start = time.perf_counter()
+        scores[name] = reward(range(batch_size), batch["tokens"], batch["mask"])
+        sync(device)
+        seconds[f"reward_{name}"] = time.perf_counter() - start
+    state = copy.deepcopy(model.state_dict())
+    for name in scores:
+        model.load_state_dict(state)
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+        start = time.perf_counter()
+        ppo.ppo_iteration(model, optimizer, batch, scores[name], ppo.KLController(config.beta), config,
+                          torch.Generator().manual_seed(0))
+        sync(device)
+        seconds[f"iteration_{name}"] = time.perf_counter() - start
+    update = {name: seconds["rollout"] + seconds[f"reward_{name}"] + seconds[f"iteration_{name}"] for name in scores}
+    tokens = batch["mask"].sum().item()
+    return {"models": source, "batch": batch_size, "response_tokens": int(tokens), "seconds": seconds,
+            "update_s": update, "tokens_per_s": {name: tokens / s for name, s in update.items()},
+            "text2grad_over_scalar": update["text2grad"] / update["ppo_scalar"]}
+
+
+# ---------------------------------------------------------------------------------------------
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a few shapes, within 2 minutes on 2 CPU cores")
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    parser.add_argument("--out", default="bench.json", help="where to write the JSON (default bench.json)")
+    args = parser.parse_args()
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    if device == "cuda" and not torch.cuda.is_available():
+        print("bench: error: --device cuda but CUDA is not available here", file=sys.stderr)
+        sys.exit(2)
+
+    if args.quick:
+        shapes, lengths, repeats = [(4096, 8192), (4096, 32768)], [32, 128], 3
+    else:
+        shapes = [(N, V) for N in (4096, 16384) for V in (1024, 8192, 32768, 50304)]
+        lengths, repeats = [32, 128, 256], 5
+    dtypes = [torch.float32] + ([torch.bfloat16] if device == "cuda" else [])
+    name = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()
+    peak = next((bw for key, bw in PEAK_BANDWIDTH.items() if device == "cuda" and key in name), None)
+    available = resident_bytes("MemAvailable", "/proc/meminfo") if device == "cpu" else torch.cuda.mem_get_info()[0]
+    result = {"device": device, "name": name, "threads": torch.get_num_threads(), "torch": torch.__version__,
+              "date": time.strftime("%Y-%m-%d"), "loss_path": [], "errors": [], "skipped": []}
+    print(f"device {device} ({name}), {torch.get_num_threads()} threads, torch {torch.__version__}")
+
+    print("\nloss path: time and memory against naive eager (extra memory in units of one logits tensor)")
+    print(f"{'N':>6} {'V':>6} {'dtype':>8} {'mode':>9} | {'naive ms':>9} {'eager x':>8} {'compiled x':>10} | "
+          f"{'naive mem':>9} {'eager mem':>9} {'comp mem':>8} | {'comp GB/s':>9}" + (" {'of peak':>7}" if peak else ""))
+    for dtype in dtypes:
+        for N, V in shapes:
+            # naive training holds about six logits-sized tensors at once
+            if 6 * N * V * torch.finfo(dtype).bits // 8 > 0.8 * available:
+                result["skipped"].append({"N": N, "V": V, "dtype": str(dtype), "why": "not enough memory"})
+                print(f"{N:>6} {V:>6} {str(dtype)[6:]:>8}   skipped: not enough memory")
+                continue
+            rows, errors = bench_loss_path(N, V, dtype, device, repeats)
+            result["errors"].append({"N": N, "V": V, "dtype": str(dtype), **errors})
+            for row in rows:
+                if peak:
+                    row["compiled_of_peak"] = row["compiled_GBps"] * 1e9 / peak
+                result["loss_path"].append(row)
+                print(f"{N:>6} {V:>6} {row['dtype']:>8} {row['mode']:>9} | {row['naive_ms']:>9.1f} "
+                      f"{row['eager_speedup']:>8.2f} {row['compiled_speedup']:>10.2f} | {row['naive_extra_memory']:>9.2f} "
+                      f"{row['eager_extra_memory']:>9.2f} {row['compiled_extra_memory']:>8.2f} | {row['compiled_GBps']:>9.1f}"
+                      + (f" {row['compiled_of_peak']:>7.0%}" if peak else ""))
+    worst = {form: max(max(e[form].values()) for e in result["errors"]) for form in FORMS} if result["errors"] else {}
+    print("largest error against float64 (log-probs, entropies, loss, gradient): "
+          + ", ".join(f"{form} {err:.1e}" for form, err in worst.items()))
+
+    result["compile"] = compile_and_recompiles(8192, device, torch.float32)
+    print(f"compile: {result['compile']['compile_s_rollout']:.1f} s (rollout), "
+          f"{result['compile']['compile_s_training']:.1f} s (training); recompiles across 4 new response lengths "
+          f"and batch sizes: {result['compile']['recompiles']}")
+
+    print("\ngeneration (batch 16, 4 layers x 128, vocabulary 1024): tokens per second")
+    result["generation"] = bench_generation(device, lengths)
+    for row in result["generation"]:
+        print(f"  {row['new_tokens']:>4} new tokens: KV cache {row['kv_cache_tok_s']:>8.0f}, recompute "
+              f"{row['recompute_tok_s']:>8.0f}, speed-up {row['speedup']:.1f}x")
+
+    print("\none PPO update on the same batch of summarize prompts")
+    result["ppo_update"] = bench_ppo_update(device, 32 if args.quick else 64, compile=device == "cuda")
+    u = result["ppo_update"]
+    print(f"  {u['models']}; {u['batch']} prompts, {u['response_tokens']} response tokens")
+    print("  seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in u["seconds"].items()))
+    print(f"  update: Text2Grad {u['update_s']['text2grad']:.2f} s ({u['tokens_per_s']['text2grad']:.0f} tok/s), "
+          f"scalar PPO {u['update_s']['ppo_scalar']:.2f} s ({u['tokens_per_s']['ppo_scalar']:.0f} tok/s): "
+          f"Text2Grad costs {u['text2grad_over_scalar']:.2f}x")
+
+    tmp = f"{args.out}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f, indent=2)
+    os.replace(tmp, args.out)
+    print(f"\n-> {args.out}")
+
+
+if __name__ == "__main__":
+    # Large blocks straight from and back to the system, so the resident-set peak sees every tensor.
+    if sys.platform.startswith("linux") and "MALLOC_MMAP_THRESHOLD_" not in os.environ:
+        os.environ["MALLOC_MMAP_THRESHOLD_"] = str(1 << 20)
+        os.execv(sys.executable, [sys.executable, *sys.argv])
+    main()
