@@ -32,6 +32,7 @@ import platform
 import statistics
 import sys
 import time
+import warnings
 
 import torch
 
@@ -202,19 +203,23 @@ def bench_loss_path(N, V, dtype, device, repeats):
 
 
 def compile_and_recompiles(V, device, dtype):
-    """Seconds of the first compiled call per mode (from a clean cache), then the number of new graphs
-    over a sweep of response lengths and batch sizes (0 is the target)."""
+    """Seconds of the first compiled call per mode, with inductor's on-disk caches off (what a first
+    run on a new machine pays), then the number of new graphs over a sweep of response lengths and
+    batch sizes (0 is the target)."""
     from torch._dynamo.utils import counters
     torch._dynamo.reset()
     counters.clear()
     result = {}
     x = make_inputs(1024, V, dtype, device, T=64)
-    for mode, call in (("rollout", lambda: rollout_call("compiled", x)), ("training", lambda: training_call("compiled", x)[0])):
-        run = call()
-        start = time.perf_counter()
-        run()
-        sync(device)
-        result[f"compile_s_{mode}"] = time.perf_counter() - start
+    warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
+    with torch._inductor.config.patch(force_disable_caches=True):
+        for mode, call in (("rollout", lambda: rollout_call("compiled", x)),
+                           ("training", lambda: training_call("compiled", x)[0])):
+            run = call()
+            start = time.perf_counter()
+            run()
+            sync(device)
+            result[f"compile_s_{mode}"] = time.perf_counter() - start
     graphs = counters["stats"]["unique_graphs"]
     for T, N in ((37, 2 * 37), (101, 5 * 101), (200, 3 * 200), (17, 8 * 17)):
         y = make_inputs(N, V, dtype, device, T=T, seed=T)
@@ -344,6 +349,11 @@ def main():
               "date": time.strftime("%Y-%m-%d"), "loss_path": [], "errors": [], "skipped": []}
     print(f"device {device} ({name}), {torch.get_num_threads()} threads, torch {torch.__version__}")
 
+    result["compile"] = compile_and_recompiles(8192, device, torch.float32)
+    print(f"compile: {result['compile']['compile_s_rollout']:.1f} s (rollout), "
+          f"{result['compile']['compile_s_training']:.1f} s (training), caches off; recompiles across 4 new "
+          f"response lengths and batch sizes: {result['compile']['recompiles']}")
+
     print("\nloss path: time and memory against naive eager (extra memory in units of one logits tensor)")
     print(f"{'N':>6} {'V':>6} {'dtype':>8} {'mode':>9} | {'naive ms':>9} {'eager x':>8} {'compiled x':>10} | "
           f"{'naive mem':>9} {'eager mem':>9} {'comp mem':>8} | {'comp GB/s':>9}" + (" {'of peak':>7}" if peak else ""))
@@ -367,11 +377,6 @@ def main():
     worst = {form: max(max(e[form].values()) for e in result["errors"]) for form in FORMS} if result["errors"] else {}
     print("largest error against float64 (log-probs, entropies, loss, gradient): "
           + ", ".join(f"{form} {err:.1e}" for form, err in worst.items()))
-
-    result["compile"] = compile_and_recompiles(8192, device, torch.float32)
-    print(f"compile: {result['compile']['compile_s_rollout']:.1f} s (rollout), "
-          f"{result['compile']['compile_s_training']:.1f} s (training); recompiles across 4 new response lengths "
-          f"and batch sizes: {result['compile']['recompiles']}")
 
     print("\ngeneration (batch 16, 4 layers x 128, vocabulary 1024): tokens per second")
     result["generation"] = bench_generation(device, lengths)
