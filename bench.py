@@ -21,11 +21,13 @@ Three parts, each measured side by side in one run, so the ratios mean something
    first) against scalar PPO. Uses the trained models in runs/summarize when they exist (run
    `python text2grad.py` first); otherwise untrained ones, whose critiques run to the length limit.
 
-Peak memory on CPU is the process's peak resident set (reset through /proc/self/clear_refs), with
-glibc told to return every large block to the system at once (MALLOC_MMAP_THRESHOLD_, set by
-re-executing this script), so that freed tensors do not hide inside the heap.
+Peak memory on CPU is the process's peak resident set (reset through /proc/self/clear_refs, Linux
+only), with glibc told, for that measurement only, to return every large block to the system at
+once, so that freed tensors do not hide inside the heap. The gradient of the logits counts as extra
+memory in training mode: it is a logits-sized tensor the loss path has to write.
 """
 import argparse
+import ctypes
 import json
 import os
 import platform
@@ -39,7 +41,12 @@ import torch
 import ppo
 from model import token_logprobs
 
-PEAK_BANDWIDTH = {"H100": 3.35e12, "H200": 4.8e12, "A100": 2.0e12}  # bytes/s, SXM parts
+# Peak memory bandwidth, bytes/s, by device name; the first key found in the name wins.
+PEAK_BANDWIDTH = [("H100 PCIe", 2.0e12), ("H100", 3.35e12), ("H200", 4.8e12), ("A100-SXM4-80GB", 2.04e12),
+                  ("A100", 1.56e12)]
+# glibc's allocator, for the CPU memory measurement (Linux only; elsewhere the column is empty)
+M_MMAP_THRESHOLD = -3
+LIBC = ctypes.CDLL("libc.so.6") if sys.platform.startswith("linux") else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -65,15 +72,21 @@ def timed(fn, device, repeats):
 
 def resident_bytes(field, path="/proc/self/status"):
     """A memory figure of /proc/self/status (VmRSS, VmHWM) or /proc/meminfo (MemAvailable), in bytes."""
-    with open(path) as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1]) * 1024
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(field):
+                    return int(line.split()[1]) * 1024
+    except OSError:  # not Linux
+        pass
     return 0
 
 
-def extra_peak_bytes(fn, device):
-    """Peak memory during fn() above what was held before it."""
+def extra_peak_bytes(fn, device, before_run=None):
+    """Peak memory during fn() above what was held before it (after before_run(), which frees what
+    the previous call left, such as a gradient). None where it cannot be measured."""
+    if before_run:
+        before_run()
     sync(device)
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -81,24 +94,33 @@ def extra_peak_bytes(fn, device):
         fn()
         sync(device)
         return torch.cuda.max_memory_allocated() - before
+    if LIBC is None:
+        return None
+    LIBC.mallopt(M_MMAP_THRESHOLD, 1 << 20)  # large blocks straight from and back to the system...
+    LIBC.malloc_trim(0)
     with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # reset the peak resident set to the current one
+        f.write("5")  # ...so that the peak resident set, reset here, sees every tensor
     before = resident_bytes("VmRSS")
     fn()
-    return resident_bytes("VmHWM") - before
+    peak = resident_bytes("VmHWM") - before
+    LIBC.mallopt(M_MMAP_THRESHOLD, 32 << 20)  # back to the most glibc ever uses, for the timings
+    return peak
 
 
 # ---------------------------------------------------------------------------------------------
 # The three forms of the loss path
 
 def naive_logprobs_and_entropy(logits, targets, temperature):
-    """The usual way: the full (B, T, V) log-softmax in float32, then gather."""
-    logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
+    """The usual way: the full (B, T, V) log-softmax in float32 (or float64 for float64 input, which
+    makes it the reference), then gather; the entropy from the full probabilities."""
+    logp_all = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature, dim=-1)
     return logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1), -(logp_all.exp() * logp_all).sum(-1)
 
 
 def naive_logprobs(logits, targets, temperature):
-    return naive_logprobs_and_entropy(logits, targets, temperature)[0]
+    """The reference's log-probs the usual way: the full log-softmax, then gather; no entropy."""
+    logp_all = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature, dim=-1)
+    return logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
 
 def naive_ppo_loss(logits, values, targets, mask, old_logprobs, old_values, advantages, returns,
@@ -117,7 +139,8 @@ FORMS = {
 
 
 def make_inputs(N, V, dtype, device, T=256, seed=0):
-    """A batch of N = B*T response positions with 10-50% padding per row."""
+    """A batch of N = B*T response positions with 10-50% padding per row. The logits are contiguous,
+    as ppo.ActorCritic hands them over (its LM head runs on the response positions only)."""
     g = torch.Generator().manual_seed(seed)
     B = max(1, N // T)
     logits = (torch.randn(B, T, V, generator=g) * 2).to(device=device, dtype=dtype)
@@ -152,7 +175,7 @@ def training_call(form, x):
     values = x["values"].detach().requires_grad_()
 
     def run():
-        logits.grad = values.grad = None
+        logits.grad = values.grad = None  # so the gradient is counted in the peak, never in the baseline
         loss, _ = loss_fn(logits, values, x["targets"], x["mask"], x["old_logprobs"], x["old_values"],
                           x["advantages"], x["returns"], *x["coefficients"])
         loss.backward()
@@ -191,10 +214,16 @@ def bench_loss_path(N, V, dtype, device, repeats):
     for mode in ("rollout", "training"):
         row = {"N": N, "V": V, "dtype": str(dtype).replace("torch.", ""), "mode": mode}
         for form in FORMS:
-            run = rollout_call(form, x) if mode == "rollout" else training_call(form, x)[0]
+            if mode == "rollout":
+                run, reset = rollout_call(form, x), None
+            else:
+                run, logits = training_call(form, x)
+                def reset():
+                    logits.grad = None
             seconds = timed(run, device, repeats)
             row[f"{form}_ms"] = 1e3 * seconds
-            row[f"{form}_extra_memory"] = extra_peak_bytes(run, device) / logits_bytes
+            peak = extra_peak_bytes(run, device, reset)
+            row[f"{form}_extra_memory"] = None if peak is None else peak / logits_bytes
             row[f"{form}_GBps"] = minimal[mode] / seconds / 1e9
         for form in ("eager", "compiled"):
             row[f"{form}_speedup"] = row["naive_ms"] / row[f"{form}_ms"]
@@ -211,6 +240,8 @@ def compile_and_recompiles(V, device, dtype):
     counters.clear()
     result = {}
     x = make_inputs(1024, V, dtype, device, T=64)
+    # inductor's one-time start-up (toolchain checks, worker pool) is paid here, not by the first path
+    torch.compile(lambda t: t * 2, fullgraph=True)(torch.ones(2, device=device))
     warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
     with torch._inductor.config.patch(force_disable_caches=True):
         for mode, call in (("rollout", lambda: rollout_call("compiled", x)),
@@ -294,8 +325,22 @@ def bench_ppo_update(device, batch_size, compile):
     examples = splits["train"][:batch_size]
     prompts = [text2grad.policy_prompt(tokenizer, e.prompt) for e in examples]
     model = ppo.ActorCritic(copy.deepcopy(policy))
-    generator = torch.Generator(device).manual_seed(0)
+    state = copy.deepcopy(model.state_dict())
+    for attempt in range(2):  # the first pass is a warm-up (and compiles, on CUDA); the second is timed
+        seconds, update, tokens = one_update(task, tokenizer, examples, prompts, model, policy, reward_models,
+                                             config, state, device)
+    return {"models": source, "batch": batch_size, "response_tokens": int(tokens), "seconds": seconds,
+            "update_s": update, "tokens_per_s": {name: tokens / s for name, s in update.items()},
+            "text2grad_over_scalar": update["text2grad"] / update["ppo_scalar"]}
 
+
+def one_update(task, tokenizer, examples, prompts, model, policy, reward_models, config, state, device):
+    """Seconds of each part of one update: the shared rollout, then per method its reward and its PPO
+    iteration (both from the same starting weights)."""
+    import text2grad
+    batch_size = len(prompts)
+    generator = torch.Generator(device).manual_seed(0)
+    model.load_state_dict(state)
     start = time.perf_counter()
     batch = ppo.rollout(model, policy, prompts, tokenizer.eos_id, tokenizer.pad_id, config, generator)
     sync(device)
@@ -307,7 +352,6 @@ def bench_ppo_update(device, batch_size, compile):
         scores[name] = reward(range(batch_size), batch["tokens"], batch["mask"])
         sync(device)
         seconds[f"reward_{name}"] = time.perf_counter() - start
-    state = copy.deepcopy(model.state_dict())
     for name in scores:
         model.load_state_dict(state)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
@@ -317,10 +361,7 @@ def bench_ppo_update(device, batch_size, compile):
         sync(device)
         seconds[f"iteration_{name}"] = time.perf_counter() - start
     update = {name: seconds["rollout"] + seconds[f"reward_{name}"] + seconds[f"iteration_{name}"] for name in scores}
-    tokens = batch["mask"].sum().item()
-    return {"models": source, "batch": batch_size, "response_tokens": int(tokens), "seconds": seconds,
-            "update_s": update, "tokens_per_s": {name: tokens / s for name, s in update.items()},
-            "text2grad_over_scalar": update["text2grad"] / update["ppo_scalar"]}
+    return seconds, update, batch["mask"].sum().item()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,8 +369,9 @@ def bench_ppo_update(device, batch_size, compile):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a few shapes, within 2 minutes on 2 CPU cores")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    parser.add_argument("--out", default="bench.json", help="where to write the JSON (default bench.json)")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--out", default=os.path.join("runs", "bench.json"),
+                        help="where to write the JSON (default runs/bench.json)")
     args = parser.parse_args()
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     if device == "cuda" and not torch.cuda.is_available():
@@ -343,8 +385,13 @@ def main():
         lengths, repeats = [32, 128, 256], 5
     dtypes = [torch.float32] + ([torch.bfloat16] if device == "cuda" else [])
     name = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()
-    peak = next((bw for key, bw in PEAK_BANDWIDTH.items() if device == "cuda" and key in name), None)
-    available = resident_bytes("MemAvailable", "/proc/meminfo") if device == "cpu" else torch.cuda.mem_get_info()[0]
+    peak = next((bw for key, bw in PEAK_BANDWIDTH if device == "cuda" and key in name), None)
+    if device == "cpu":
+        available = resident_bytes("MemAvailable", "/proc/meminfo") or float("inf")
+        if LIBC is not None:  # the most glibc ever uses: large temporaries are mmapped the same way every run
+            LIBC.mallopt(M_MMAP_THRESHOLD, 32 << 20)
+    else:
+        available = torch.cuda.mem_get_info()[0]
     result = {"device": device, "name": name, "threads": torch.get_num_threads(), "torch": torch.__version__,
               "date": time.strftime("%Y-%m-%d"), "loss_path": [], "errors": [], "skipped": []}
     print(f"device {device} ({name}), {torch.get_num_threads()} threads, torch {torch.__version__}")
@@ -356,23 +403,30 @@ def main():
 
     print("\nloss path: time and memory against naive eager (extra memory in units of one logits tensor)")
     print(f"{'N':>6} {'V':>6} {'dtype':>8} {'mode':>9} | {'naive ms':>9} {'eager x':>8} {'compiled x':>10} | "
-          f"{'naive mem':>9} {'eager mem':>9} {'comp mem':>8} | {'comp GB/s':>9}" + (" {'of peak':>7}" if peak else ""))
+          f"{'naive mem':>9} {'eager mem':>9} {'comp mem':>8} | {'comp GB/s':>9}" + (f" {'of peak':>7}" if peak else ""))
     for dtype in dtypes:
         for N, V in shapes:
-            # naive training holds about six logits-sized tensors at once
-            if 6 * N * V * torch.finfo(dtype).bits // 8 > 0.8 * available:
+            # the inputs hold two logits tensors; naive training five more, in float32 at least
+            if (2 * torch.finfo(dtype).bits + 5 * max(32, torch.finfo(dtype).bits)) // 8 * N * V > 0.9 * available:
                 result["skipped"].append({"N": N, "V": V, "dtype": str(dtype), "why": "not enough memory"})
                 print(f"{N:>6} {V:>6} {str(dtype)[6:]:>8}   skipped: not enough memory")
                 continue
-            rows, errors = bench_loss_path(N, V, dtype, device, repeats)
+            try:
+                rows, errors = bench_loss_path(N, V, dtype, device, repeats)
+            except torch.OutOfMemoryError:
+                result["skipped"].append({"N": N, "V": V, "dtype": str(dtype), "why": "out of memory"})
+                print(f"{N:>6} {V:>6} {str(dtype)[6:]:>8}   skipped: out of memory")
+                torch.cuda.empty_cache()
+                continue
             result["errors"].append({"N": N, "V": V, "dtype": str(dtype), **errors})
             for row in rows:
                 if peak:
                     row["compiled_of_peak"] = row["compiled_GBps"] * 1e9 / peak
                 result["loss_path"].append(row)
                 print(f"{N:>6} {V:>6} {row['dtype']:>8} {row['mode']:>9} | {row['naive_ms']:>9.1f} "
-                      f"{row['eager_speedup']:>8.2f} {row['compiled_speedup']:>10.2f} | {row['naive_extra_memory']:>9.2f} "
-                      f"{row['eager_extra_memory']:>9.2f} {row['compiled_extra_memory']:>8.2f} | {row['compiled_GBps']:>9.1f}"
+                      f"{row['eager_speedup']:>8.2f} {row['compiled_speedup']:>10.2f} | {memory(row['naive_extra_memory']):>9} "
+                      f"{memory(row['eager_extra_memory']):>9} {memory(row['compiled_extra_memory']):>8} | "
+                      f"{row['compiled_GBps']:>9.1f}"
                       + (f" {row['compiled_of_peak']:>7.0%}" if peak else ""))
     worst = {form: max(max(e[form].values()) for e in result["errors"]) for form in FORMS} if result["errors"] else {}
     print("largest error against float64 (log-probs, entropies, loss, gradient): "
@@ -393,6 +447,7 @@ def main():
           f"scalar PPO {u['update_s']['ppo_scalar']:.2f} s ({u['tokens_per_s']['ppo_scalar']:.0f} tok/s): "
           f"Text2Grad costs {u['text2grad_over_scalar']:.2f}x")
 
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     tmp = f"{args.out}.tmp"
     with open(tmp, "w") as f:
         json.dump(result, f, indent=2)
@@ -400,9 +455,9 @@ def main():
     print(f"\n-> {args.out}")
 
 
+def memory(ratio):
+    return "n/a" if ratio is None else f"{abs(ratio):.2f}"
+
+
 if __name__ == "__main__":
-    # Large blocks straight from and back to the system, so the resident-set peak sees every tensor.
-    if sys.platform.startswith("linux") and "MALLOC_MMAP_THRESHOLD_" not in os.environ:
-        os.environ["MALLOC_MMAP_THRESHOLD_"] = str(1 << 20)
-        os.execv(sys.executable, [sys.executable, *sys.argv])
     main()

@@ -106,6 +106,16 @@ class GPT(nn.Module):
         """idx (B, T) token ids; attention_mask (B, S) with 1 for real tokens over every position
         seen so far (S = cache.length + T), or None when nothing is padded; cache a KVCache or None.
         Returns hidden (B, T, C) after the final LayerNorm and logits (B, T, V)."""
+        hidden = self.hidden_states(idx, attention_mask, cache)
+        return hidden, self.lm_head(hidden)
+
+    def lm_head(self, hidden):
+        """Logits from hidden states: the tied output embedding. (..., C) -> (..., V)"""
+        return hidden @ self.wte.weight.T
+
+    def hidden_states(self, idx, attention_mask=None, cache=None):
+        """forward() without the logits: (B, T, C), for callers that need the logits of a few
+        positions only (PPO reads the response's, not the prompt's)."""
         B, T = idx.shape
         past = cache.length if cache is not None else 0
         if past + T > self.config.block_size:
@@ -127,8 +137,7 @@ class GPT(nn.Module):
             x = block(x, mask, cache, layer)
         if cache is not None:
             cache.length += T
-        hidden = self.ln_f(x)
-        return hidden, hidden @ self.wte.weight.T  # tied output embedding: (B, T, V)
+        return self.ln_f(x)
 
 
 def token_logprobs(logits, targets, temperature=1.0):

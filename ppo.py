@@ -244,9 +244,10 @@ class ActorCritic(nn.Module):
 
     def forward(self, ids, attention_mask, start, N):
         """Logits (B, N, V) and values (B, N) at the N positions that predict the response tokens
-        ids[:, start+1 : start+1+N]; start is the last prompt position."""
-        hidden, logits = self.gpt(ids, attention_mask)
-        return logits[:, start:start + N], self.value_head(hidden[:, start:start + N]).squeeze(-1)
+        ids[:, start+1 : start+1+N]; start is the last prompt position. The LM head runs on those
+        positions only, which also hands the loss path a contiguous logits tensor."""
+        hidden = self.gpt.hidden_states(ids, attention_mask)[:, start:start + N]  # (B, N, C)
+        return self.gpt.lm_head(hidden), self.value_head(hidden).squeeze(-1)
 
 
 @torch.no_grad()
@@ -265,7 +266,7 @@ def score_responses(model, reference, prompts, tokens, mask, eos_id, pad_id, con
     temperature = torch.tensor(config.temperature, device=device)  # a tensor: no recompile if it changes
     logits, values = model(ids, attention_mask, start, N)
     logprobs, entropy = policy_path(logits, tokens, temperature)
-    ref_logits = reference(ids, attention_mask)[1][:, start:start + N]
+    ref_logits = reference.lm_head(reference.hidden_states(ids, attention_mask)[:, start:start + N])
     ref_logprobs = reference_path(ref_logits, tokens, temperature)
     ended = ((tokens == eos_id) & mask.bool()).any(1)  # (B,) the response has its EOS
     mask = mask.float()

@@ -311,3 +311,15 @@ def test_compiled_training_loop_compiles_each_function_once(policy):
     # the policy's log-probs and entropy, the reference's log-probs (both no grad) and the loss
     # (forward + backward): one graph each
     assert counters["stats"]["unique_graphs"] == 3
+
+
+def test_actor_critic_reads_the_response_positions_of_the_full_forward(policy):
+    """The LM head runs on the response positions only: same numbers as slicing the full logits,
+    handed over contiguous (a strided view would make the compiled loss copy the logits)."""
+    model = ppo.ActorCritic(copy.deepcopy(policy))
+    ids = torch.randint(3, 12, (3, 20))
+    mask = torch.ones(3, 20, dtype=torch.long)
+    mask[1, :4] = 0
+    logits, values = model(ids, mask, 7, 9)
+    torch.testing.assert_close(logits, policy(ids, mask)[1][:, 7:16], atol=1e-6, rtol=0)
+    assert logits.is_contiguous() and values.shape == (3, 9)
