@@ -235,8 +235,9 @@ def _runs(delta):
 
 
 def span_metrics(predicted, gold):
-    """Token-level precision / recall / F1 of the positive and the negative label, and the share of
-    gold spans (maximal runs of one label) predicted with exactly the same boundaries."""
+    """Token-level precision / recall / F1 of the positive and the negative label, the 3 x 3
+    confusion matrix of token labels, and the share of gold spans (maximal runs of one label)
+    predicted with exactly the same boundaries."""
     result = {}
     for name, label in (("positive", 1), ("negative", -1)):
         tp = sum(p == label and g == label for ps, gs in zip(predicted, gold) for p, g in zip(ps, gs))
@@ -245,6 +246,9 @@ def span_metrics(predicted, gold):
         precision, recall = tp / max(1, n_pred), tp / max(1, n_gold)
         result[f"{name}_precision"], result[f"{name}_recall"] = precision, recall
         result[f"{name}_f1"] = 2 * precision * recall / max(1e-12, precision + recall)
+    # confusion[g + 1][p + 1]: tokens with gold label g predicted as p (rows negative, neutral, positive)
+    result["confusion"] = [[sum(g == row and p == col for ps, gs in zip(predicted, gold) for p, g in zip(ps, gs))
+                            for col in (-1, 0, 1)] for row in (-1, 0, 1)]
     gold_runs = [_runs(g) for g in gold]
     hits = sum(len(_runs(p) & g) for p, g in zip(predicted, gold_runs))
     result["exact_span_match"] = hits / max(1, sum(len(g) for g in gold_runs))
@@ -269,11 +273,7 @@ def evaluate_reward_model(model, tokenizer, records, items):
     return result, critiques, deltas
 
 
-def colour_tokens(tokenizer, response, delta):
-    """The response with each token coloured by its delta (ANSI): red -1, green +1, plain 0.
-    Cut by character offsets, so the byte pieces of one character print it once."""
-    colours, out, done = {-1: "\033[41;97m", 1: "\033[42;30m"}, [], 0
-    for (start, end), d in zip(tokenizer.offsets(tokenizer.encode(response)), delta):
-        piece, done = response[max(start, done):end], max(done, end)
-        out.append(colours[d] + piece + "\033[0m" if d in colours and piece else piece)
-    return "".join(out)
+def colour_tokens(pieces, delta):
+    """Tokens' text (tokenizer.pieces) coloured by delta for a terminal (ANSI): red -1, green +1."""
+    colours = {-1: "\033[41;97m", 1: "\033[42;30m"}
+    return "".join(colours[d] + piece + "\033[0m" if d in colours and piece else piece for piece, d in zip(pieces, delta))

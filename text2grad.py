@@ -11,7 +11,10 @@ Run `python text2grad.py --help` for the flags. Everything a run makes goes into
     reward_{cot,no_cot,scalar}.pt  the reward models
     ppo_{method}.pt             the policy after PPO with each reward, first seed
     samples_{method}.jsonl      its greedy test responses with the critic's annotation, first seed
-    results.json                metrics per stage and method, credit landing, wall time per stage
+    results.json                metrics per stage and method, credit landing, the report's token-level
+                                showcase, wall time per stage
+    report.html                 the run as one self-contained page (report.py); a --task all run
+                                also writes one for all tasks into --out
 
 Seeds: --seeds N repeats the PPO stage N times (seed, seed+1, ...), each method from the same SFT
 policy and reward models; the interval over seeds is therefore the spread of PPO itself (rollout
@@ -34,6 +37,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 import ppo
+import report
 from align import align
 from data import SPLITS, get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
@@ -52,6 +56,11 @@ PRESETS = {
                   lr=3e-3, model=dict(n_layer=2, n_head=4, n_embd=96),
                   samples_per_prompt=1, reward_steps=200, reward_lr=2e-3,
                   ppo=dict(updates=8, batch_size=32, minibatch_size=32, lr=3e-5), eval_every=2),
+    # the test suite's end-to-end run: every stage, seconds on a CPU; its numbers mean nothing
+    "tiny": dict(train=64, validation=16, test=16, vocab_size=512, sft_steps=20, batch_size=16,
+                 lr=3e-3, model=dict(n_layer=1, n_head=2, n_embd=32, block_size=512),
+                 samples_per_prompt=1, reward_steps=5, reward_lr=2e-3,
+                 ppo=dict(updates=2, batch_size=8, minibatch_size=8, lr=3e-5), eval_every=1),
 }
 # The three reward models: name -> (kind, cot). "cot" is Text2Grad's; "no_cot" the paper's ablation
 # without the critique; "scalar" one score per response, for the standard-PPO baseline.
@@ -62,6 +71,8 @@ MAX_NEW_TOKENS = 64  # longest response the policy may write; demonstrations fit
 # own spans, an upper bound on what a perfect span reward model would give.
 METHODS = {"ppo_scalar": "scalar", "text2grad": "span", "text2grad_no_cot": "no-cot", "oracle": "oracle"}
 CREDIT_PROBE = 64  # criticised responses in the credit-landing batch
+SHOWN = 6          # test prompts the report shows token by token (the first whose SFT response is blamed)
+CREDIT_SHOWN = 3   # credit-landing responses the report shows token by token
 
 
 def fail(message):
@@ -85,11 +96,16 @@ def atomic_save(obj, path):
     """Write to a temporary file, then rename: an interrupted save never leaves a half-written file."""
     tmp = f"{path}.tmp"
     if isinstance(obj, str):
-        with open(tmp, "w") as f:
+        with open(tmp, "w", encoding="utf-8") as f:
             f.write(obj)
     else:
         torch.save(obj, tmp)
     os.replace(tmp, path)
+
+
+def write_report(folder):
+    """folder/report.html from the results.json in folder (or in each sub-folder, for --task all)."""
+    atomic_save(report.render(report.find_results(folder)), os.path.join(folder, "report.html"))
 
 
 def save_checkpoint(path, model, tokenizer, step, **extra):
@@ -348,6 +364,27 @@ def updates_to_match(curve, level):
     return next((u for u, score in curve if score >= level), None)
 
 
+def showcase(task, tokenizer, examples, samples, reward_model):
+    """Token-level views of a few test prompts for the report. samples: {method: its saved greedy
+    test samples} (say "sft" and "text2grad"), one per example in order. The first SHOWN prompts whose
+    SFT response the critic blames (then any others) get, per method: the response cut into tokens'
+    text (tokenizer.pieces), the critic's delta per token and critique, the reward model's."""
+    blamed = [i for i, s in enumerate(samples["sft"]) if s["poor_spans"]]
+    chosen = (blamed + [i for i in range(len(examples)) if i not in blamed])[:SHOWN]
+    entries = [{"prompt": examples[i].prompt, "reference": examples[i].reference} for i in chosen]
+    for name, rows in samples.items():
+        ids = [tokenizer.encode(rows[i]["response"]) for i in chosen]
+        critiques, deltas = reward_model.predict(tokenizer, [examples[i].prompt for i in chosen], ids)
+        for entry, i, r, critique, delta in zip(entries, chosen, ids, critiques, deltas):
+            row = rows[i]
+            entry[name] = {"response": row["response"], "pieces": tokenizer.pieces(r),
+                           "score": task.metrics(examples[i], row["response"])[task.PRIMARY],
+                           "critic": {"critique": row["textual_feedback"],
+                                      "delta": [int(d) for d in align(row["response"], tokenizer.offsets(r), row)[0]]},
+                           "reward_model": {"critique": critique, "delta": delta}}
+    return entries
+
+
 def credit_landing(task, policy, tokenizer, examples, reward_models, preset, seed, **overrides):
     """Where one PPO iteration moves the log-probabilities. A fixed batch of criticised responses
     (SFT samples on held-out prompts that the critic blames somewhere) is scored by each method's
@@ -377,7 +414,10 @@ def credit_landing(task, policy, tokenizer, examples, reward_models, preset, see
     gold = ppo.dense_scores([labels[i] for i in probe], mask.float())  # critic's delta, EOS 0
     text = mask.float() * (tokens != tokenizer.eos_id)                  # response tokens, EOS excluded
     groups = {"poor": text * (gold < 0), "good": text * (gold > 0), "neutral": text * (gold == 0)}
-    result = {"responses": len(probe), "lam": config.lam, "tokens": {g: int(m.sum().item()) for g, m in groups.items()}}
+    result = {"responses": len(probe), "lam": config.lam, "tokens": {g: int(m.sum().item()) for g, m in groups.items()},
+              # a few responses token by token, for the report: change[method][t] = change of log pi(y_t)
+              "examples": [{"prompt": e.prompt, "pieces": tokenizer.pieces(ids[i]), "critic": [int(d) for d in labels[i]],
+                            "change": {}} for e, i in zip(examples[:CREDIT_SHOWN], probe)]}
     for name, mode in METHODS.items():
         torch.manual_seed(seed)
         model = ppo.ActorCritic(copy.deepcopy(policy))
@@ -390,6 +430,8 @@ def credit_landing(task, policy, tokenizer, examples, reward_models, preset, see
         after = ppo.score_responses(model, policy, prompts, tokens, mask, tokenizer.eos_id, tokenizer.pad_id, config)
         change = after["logprobs"] - batch["logprobs"]  # (B, N)
         means = {g: ppo.masked_mean(change, m).item() for g, m in groups.items()}
+        for row, example in enumerate(result["examples"]):
+            example["change"][name] = [round(c, 6) for c in change[row, :len(example["pieces"])].tolist()]
         result[name] = {**means, "ratio": -means["poor"] / max(ppo.masked_mean(change.abs(), groups["neutral"]).item(), 1e-9)}
     return result
 
@@ -456,7 +498,6 @@ def run(args):
               f"negative {rm[name]['negative_f1']:.3f}, exact spans {rm[name]['exact_span_match']:.3f}"
               + (f", critique ROUGE-L {rm[name]['critique_rougeL']:.3f}" if name == "cot" else ""))
     print(f"[{task.NAME}] reward model scalar: correlation with the summed labels {rm['scalar']['score_correlation']:.3f}")
-    show_predictions(reward_models["cot"], tokenizer, records["test"][:3])
 
     start = time.time()
     seeds = [args.seed + k for k in range(args.seeds)]
@@ -479,10 +520,18 @@ def run(args):
     results["credit_landing_lambda_0"] = credit_landing(task, model, tokenizer, splits["validation"], reward_models,
                                                         preset, args.seed, lam=0.0)
     timings["credit_landing"] = time.time() - start
+
+    start = time.time()
+    saved = {name: read_jsonl(os.path.join(args.out, file))
+             for name, file in (("sft", "samples.jsonl"), ("text2grad", "samples_text2grad.jsonl"))}
+    results["showcase"] = showcase(task, tokenizer, splits["test"], saved, reward_models["cot"])
+    timings["showcase"] = time.time() - start
     results["wall_time_s"] = timings
     atomic_save(json.dumps(results, indent=2), os.path.join(args.out, "results.json"))
+    write_report(args.out)
     print_results(task, results)
-    print(f"[{task.NAME}] total {sum(timings.values()):.0f}s -> {args.out}/results.json")
+    print_showcase(results["showcase"][:3])
+    print(f"[{task.NAME}] total {sum(timings.values()):.0f}s -> {args.out}/results.json, {args.out}/report.html")
     return results
 
 
@@ -510,18 +559,42 @@ def print_results(task, results):
                   f"neutral {c['neutral']:+.4f}  ratio {c['ratio']:+.1f}")
 
 
-def show_predictions(model, tokenizer, records):
-    """A few test responses, coloured by the reward model's predicted delta, each with its critique."""
-    if not sys.stdout.isatty():
+def print_showcase(entries):
+    """A few test prompts in the terminal: the SFT and the Text2Grad response, tokens coloured by the
+    reward model's delta, each with its critique. Only on a terminal (the report has them all)."""
+    if not sys.stdout.isatty() or not entries:
         return
-    critiques, deltas = model.predict(tokenizer, [r["prompt"] for r in records], [r["response"] for r in records])
-    print("  (red: delta -1, green: +1)")
-    for record, critique, delta in zip(records, critiques, deltas):
-        print(f"  response: {colour_tokens(tokenizer, record['response'], delta)}\n  critique: {critique}")
+    print("\nthe reward model's reading of a few test responses (red: delta -1, green: +1)")
+    for entry in entries:
+        print(f"  prompt: {entry['prompt']}")
+        for name in ("sft", "text2grad"):
+            side = entry[name]
+            print(f"  {name + ':':10s} {colour_tokens(side['pieces'], side['reward_model']['delta'])}\n"
+                  f"  {'':10s} critique: {side['reward_model']['critique']}")
+
+
+def report_command(argv):
+    """python text2grad.py report --out DIR: rebuild DIR/report.html from DIR's results.json."""
+    parser = argparse.ArgumentParser(prog="text2grad.py report", description="rebuild report.html from an "
+                                     "existing results.json (and each sub-folder's, for a --task all run), no training")
+    parser.add_argument("--out", default="runs/summarize", help="the run's output directory (default: runs/summarize)")
+    args = parser.parse_args(argv)
+    try:
+        write_report(args.out)
+    except ValueError as error:
+        fail(str(error))
+    except OSError as error:
+        fail(f"cannot write the report ({error.strerror or error}: {error.filename or args.out})")
+    print(f"-> {os.path.join(args.out, 'report.html')}")
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["report"]:
+        return report_command(argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     epilog="python text2grad.py report --out DIR rebuilds DIR/report.html "
+                                            "from an earlier run, without training.")
     parser.add_argument("--task", default="summarize", choices=["summarize", "code", "qa", "all"],
                         help="toy task to run (default: summarize)")
     parser.add_argument("--preset", default="default", choices=sorted(PRESETS), help="run size")
@@ -547,6 +620,9 @@ def main(argv=None):
             fail(f"cannot write the output ({error.strerror or error}: {error.filename or args.out}); choose another --out")
         except KeyboardInterrupt:
             fail("interrupted; files already written are complete, the stage that was running is not saved")
+    if args.task == "all":
+        write_report(args.out)
+        print(f"all tasks -> {os.path.join(args.out, 'report.html')}")
 
 
 if __name__ == "__main__":

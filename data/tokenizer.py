@@ -103,6 +103,15 @@ class Tokenizer:
             k += len(b)
         return spans
 
+    def pieces(self, ids):
+        """decode(ids) cut into one string per token, by offsets(): "".join(pieces) == decode(ids).
+        A character made of several tokens' bytes goes to the first of them; the others get ""."""
+        text, out, done = self.decode(ids), [], 0
+        for start, end in self.offsets(ids):
+            out.append(text[max(start, done):end])
+            done = max(done, end)
+        return out
+
 
 def training_texts(task, splits):
     """Every kind of string the models read or write: prompts, references, demonstrations, and the

@@ -115,12 +115,14 @@ def test_span_metrics_hand_worked():
     assert (m["negative_precision"], m["negative_recall"], m["negative_f1"]) == pytest.approx((0.75, 1.0, 6 / 7))
     # gold runs: (0,2,+1), (3,5,-1), (1,2,-1); only the last is predicted with the same boundaries
     assert m["exact_span_match"] == pytest.approx(1 / 3)
+    # by hand, rows gold -1/0/+1, columns predicted -1/0/+1, over the 9 token pairs
+    assert m["confusion"] == [[3, 0, 0], [1, 2, 1], [0, 1, 1]]
 
 
 def test_colouring_keeps_the_text(tokenizer):
     response = RECORDS[0]["response"]
     delta = encode_record(tokenizer, RECORDS[0])[0]["delta"]
-    coloured = colour_tokens(tokenizer, response, delta)
+    coloured = colour_tokens(tokenizer.pieces(tokenizer.encode(response)), delta)
     assert re.sub(r"\033\[[0-9;]*m", "", coloured) == response and "\033[41;97m" in coloured
 
 

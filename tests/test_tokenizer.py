@@ -48,6 +48,12 @@ def test_offsets_of_special_and_sampled_ids(tokenizer):
         ids = [rng.randrange(tokenizer.vocab_size) for _ in range(15)]
         text = tokenizer.decode(ids)
         assert all(0 <= s <= e <= len(text) for s, e in tokenizer.offsets(ids))
+        assert "".join(tokenizer.pieces(ids)) == text and len(tokenizer.pieces(ids)) == len(ids)
+
+
+def test_pieces_of_a_character_split_across_tokens(tokenizer):
+    ids = [tokenizer.hf.token_to_id(s) for s in ("x", "Ã", "©")]  # "x", then the two bytes of "é"
+    assert tokenizer.pieces(ids) == ["x", "é", ""]
 
 
 @pytest.mark.parametrize("raw, text, expected", [

@@ -1,0 +1,307 @@
+"""report.py: one self-contained HTML page of what a run did, built from its results.json.
+
+    python text2grad.py report --out runs/summarize   # rebuild a report without training
+
+text2grad.py writes the page (render(find_results(folder)) -> folder/report.html).
+
+Every run of text2grad.py writes report.html next to its results.json (and, for --task all, one
+page for all tasks in --out). The page is standard-library HTML with inline CSS and SVG: no
+scripts, fonts or network, so it opens offline in any browser. It shows, per task:
+
+    results        test metric per method, mean and 95% interval over seeds
+    curves         validation metric against PPO update, one line per method, interval shaded
+    showcase       test responses of the SFT policy and of Text2Grad, every token coloured by its
+                   delta, as the critic labelled it and as the reward model predicted it, with both
+                   critiques
+    credit landing tokens coloured by how much one PPO update moved log pi(y_t), Text2Grad beside
+                   scalar PPO on the same response
+    reward model   the confusion matrix of token labels, span F1, and the alignment statistics
+
+All text that came from a model or a data file is escaped before it goes into the page.
+"""
+import glob
+import json
+import os
+from html import escape
+
+from data import get_task
+
+# One colour per method, the same in every chart and table.
+COLOURS = {"sft": "#7f7f7f", "ppo_scalar": "#e08a1e", "text2grad": "#1f6fb4", "text2grad_no_cot": "#8e5bb5",
+           "oracle": "#2f9e44"}
+LABELS = {"sft": "SFT policy", "ppo_scalar": "scalar PPO", "text2grad": "Text2Grad", "text2grad_no_cot":
+          "Text2Grad, no critique", "oracle": "oracle spans"}
+DELTA_CLASS = {-1: "poor", 0: "neutral", 1: "good"}
+
+CSS = """
+body { font: 15px/1.45 system-ui, sans-serif; max-width: 1040px; margin: 2em auto; padding: 0 1em; color: #222; }
+h2 { border-bottom: 2px solid #ddd; margin-top: 2.2em; } h3 { margin-top: 1.6em; }
+table { border-collapse: collapse; margin: .6em 0; } td, th { border: 1px solid #ccc; padding: 3px 8px; }
+th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.note { color: #555; font-size: 13px; }
+.tokens { font: 14px/1.9 ui-monospace, monospace; white-space: pre-wrap; }
+.tokens span { border-radius: 2px; }
+.poor { background: #f4a6a6; } .good { background: #a9dfa9; } .neutral { background: transparent; }
+.card { border: 1px solid #ddd; border-radius: 6px; padding: .5em .9em; margin: .9em 0; }
+.row { display: grid; grid-template-columns: 11em 1fr; gap: .2em .8em; margin: .3em 0; }
+.row > .label { color: #555; font-size: 13px; padding-top: .15em; }
+.method { border-left: 4px solid; padding-left: .5em; margin: .8em 0 .2em; }
+.critique { font-style: italic; color: #333; }
+.swatch { display: inline-block; width: 1.1em; height: .9em; vertical-align: middle; border: 1px solid #bbb; }
+svg text { font: 12px system-ui, sans-serif; fill: #333; }
+"""
+
+
+# ---------------------------------------------------------------------------------------------
+# Small pieces
+
+def tokens(pieces, classes=None, backgrounds=None, titles=None):
+    """<div class="tokens"> holding one <span> per token, nothing else: the spans' text joined is
+    the response. classes: a CSS class per token; backgrounds: a CSS colour per token."""
+    spans = []
+    for t, piece in enumerate(pieces):
+        attributes = ""
+        if classes:
+            attributes += f' class="{classes[t]}"'
+        if backgrounds:
+            attributes += f' style="background:{backgrounds[t]}"'
+        if titles:
+            attributes += f' title="{escape(titles[t])}"'
+        spans.append(f"<span{attributes}>{escape(piece)}</span>")
+    return f'<div class="tokens">{"".join(spans)}</div>'
+
+
+def delta_tokens(pieces, delta):
+    """Tokens coloured poor / neutral / good by their delta in {-1, 0, +1}."""
+    return tokens(pieces, classes=[DELTA_CLASS[int(d)] for d in delta], titles=[f"delta {int(d):+d}" for d in delta])
+
+
+def change_colour(change, scale):
+    """Diverging colour of a log-prob change: red for a fall, blue for a rise, white for none."""
+    strength = min(1.0, abs(change) / scale) if scale > 0 else 0.0
+    rgb = (214, 39, 40) if change < 0 else (31, 111, 180)
+    return f"rgba({rgb[0]},{rgb[1]},{rgb[2]},{0.75 * strength:.3f})"
+
+
+def percentile(values, q):
+    """The q-quantile of values (nearest rank); 0 for none."""
+    return sorted(values)[min(len(values) - 1, int(q * len(values)))] if values else 0.0
+
+
+def row(label, body):
+    return f'<div class="row"><div class="label">{label}</div><div>{body}</div></div>'
+
+
+def table(header, rows):
+    head = "".join(f"<th>{h}</th>" for h in header)
+    body = "".join("<tr>" + "".join(cell if cell.startswith("<td") else f"<td>{cell}</td>" for cell in r) + "</tr>"
+                   for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def num(x, digits=3):
+    return '<td class="num">-</td>' if x is None else f'<td class="num">{x:.{digits}f}</td>'
+
+
+def legend(names):
+    return " ".join(f'<span class="swatch" style="background:{COLOURS.get(n, "#000")}"></span> {LABELS.get(n, n)}'
+                    for n in names)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sections
+
+def results_table(results, metric):
+    methods, convergence = results["methods"], results.get("convergence", {}).get("updates", {})
+    rows = []
+    for name, m in methods.items():
+        seeds = " ".join(f"{s:.3f}" for s in m["scores"])
+        rows.append([f'<span class="swatch" style="background:{COLOURS.get(name, "#000")}"></span> '
+                     f"{LABELS.get(name, escape(name))}", num(m["score"]), num(m["ci95"]), num(m["curve"][-1][1]),
+                     seeds, "" if name == "sft" else str(convergence.get(name) or "not reached"),
+                     num(m.get("time_s"), 0) if name != "sft" else ""])
+    return table([f"method", f"test {metric} (mean)", "± 95%", "final validation", "per seed",
+                  "first update at scalar PPO's final level", "PPO time (s)"], rows)
+
+
+def curves_svg(methods, metric, width=640, height=300):
+    """Mean validation curve per PPO method with its 95% band; one <polyline class="curve"> each."""
+    names = [n for n in methods if n != "sft" and len(methods[n]["curve"]) > 0]
+    points = {n: [(u, m, h) for (u, m), (_, h) in zip(methods[n]["curve"], methods[n]["curve_ci95"])] for n in names}
+    xs = [u for n in names for u, _, _ in points[n]]
+    lows = [m - h for n in names for _, m, h in points[n]]
+    highs = [m + h for n in names for _, m, h in points[n]]
+    if not xs:
+        return '<p class="note">no curves in this results.json</p>'
+    x0, x1 = min(xs), max(max(xs), min(xs) + 1)
+    y0, y1 = min(lows), max(highs)
+    pad = max(1e-3, 0.05 * (y1 - y0))
+    y0, y1 = y0 - pad, y1 + pad
+    left, right, top, bottom = 56, 16, 12, 40
+    X = lambda u: left + (u - x0) / (x1 - x0) * (width - left - right)
+    Y = lambda v: top + (y1 - v) / (y1 - y0) * (height - top - bottom)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'role="img" aria-label="validation {metric} against PPO update">',
+             f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
+             f'fill="none" stroke="#ccc"/>']
+    for k in range(5):  # y grid and labels
+        v = y0 + (y1 - y0) * k / 4
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{Y(v):.1f}" y2="{Y(v):.1f}" stroke="#eee"/>'
+                     f'<text x="{left - 6}" y="{Y(v) + 4:.1f}" text-anchor="end">{v:.3f}</text>')
+    for u in sorted(set(xs)):
+        parts.append(f'<text x="{X(u):.1f}" y="{height - bottom + 16}" text-anchor="middle">{u}</text>')
+    parts.append(f'<text x="{(left + width - right) / 2}" y="{height - 6}" text-anchor="middle">PPO update</text>')
+    for n in names:
+        colour, p = COLOURS.get(n, "#000"), points[n]
+        band = [(X(u), Y(m + h)) for u, m, h in p] + [(X(u), Y(m - h)) for u, m, h in reversed(p)]
+        parts.append(f'<polygon class="band" points="{" ".join(f"{a:.1f},{b:.1f}" for a, b in band)}" '
+                     f'fill="{colour}" fill-opacity="0.15" stroke="none"/>')
+    for n in names:
+        colour, p = COLOURS.get(n, "#000"), points[n]
+        parts.append(f'<polyline class="curve" data-method="{escape(n)}" fill="none" stroke="{colour}" '
+                     f'stroke-width="2" points="{" ".join(f"{X(u):.1f},{Y(m):.1f}" for u, m, _ in p)}"/>')
+        for u, m, h in p:
+            parts.append(f'<circle cx="{X(u):.1f}" cy="{Y(m):.1f}" r="3" fill="{colour}"><title>'
+                         f'{LABELS.get(n, escape(n))}, update {u}: {m:.4f} ± {h:.4f}</title></circle>')
+    parts.append("</svg>")
+    return "".join(parts) + f"<p>{legend(names)}</p>"
+
+
+def showcase_section(entries, metric):
+    if not entries:
+        return '<p class="note">no showcase in this results.json (written by an older version: run again)</p>'
+    out = [f'<p>Each token is coloured by its delta: <span class="poor">&nbsp;poor (-1)&nbsp;</span> '
+           f'<span class="good">&nbsp;good (+1)&nbsp;</span> neutral (0) uncoloured. The critic is the '
+           f'task\'s programmatic annotator (the ground truth); the reward model is Text2Grad\'s, which writes '
+           f'its critique first and then labels the tokens. These deltas are the per-token rewards of PPO.</p>']
+    for entry in entries:
+        card = [row("prompt", f'<div class="tokens">{escape(entry["prompt"])}</div>'),
+                row("reference", f'<div class="tokens">{escape(entry["reference"])}</div>')]
+        for name in ("sft", "text2grad"):
+            side = entry.get(name)
+            if side is None:
+                continue
+            card += [f'<div class="method" style="border-color:{COLOURS[name]}"><b>{LABELS[name]}</b> '
+                     f'response, {metric} {side["score"]:.3f}</div>',
+                     row("critic", delta_tokens(side["pieces"], side["critic"]["delta"])),
+                     row("critic's critique", f'<span class="critique">{escape(side["critic"]["critique"])}</span>'),
+                     row("reward model", delta_tokens(side["pieces"], side["reward_model"]["delta"])),
+                     row("reward model's critique",
+                         f'<span class="critique">{escape(side["reward_model"]["critique"])}</span>')]
+        out.append(f'<div class="card">{"".join(card)}</div>')
+    return "".join(out)
+
+
+def credit_section(results):
+    runs = [results[k] for k in ("credit_landing", "credit_landing_lambda_0") if results.get(k, {}).get("responses")]
+    if not runs:
+        return '<p class="note">no credit landing in this results.json (the critic blamed no sample)</p>'
+    out = ['<p>One PPO iteration from the SFT policy on the same criticised responses; each token is coloured '
+           'by the change of its log-probability: <span style="background:rgba(214,39,40,.75)">&nbsp;fell&nbsp;'
+           '</span> <span style="background:rgba(31,111,180,.75)">&nbsp;rose&nbsp;</span>, full colour from the '
+           '90th percentile of |change| in that response (the rows of one response share the scale). Text2Grad should push down the tokens the critic blamed and '
+           'leave the rest; scalar PPO can only move the whole response. Hover a token for its number.</p>']
+    header = ["GAE lambda", "responses"] + [f"{LABELS.get(n, n)}: poor / good / neutral (ratio)"
+                                            for n in ("text2grad", "ppo_scalar")]
+    rows = [[f'{run["lam"]}', str(run["responses"])] +
+            [f'{run[n]["poor"]:+.4f} / {run[n]["good"]:+.4f} / {run[n]["neutral"]:+.4f} ({run[n]["ratio"]:+.1f})'
+             for n in ("text2grad", "ppo_scalar")] for run in runs]
+    out.append(table(header, rows))
+    out.append('<p class="note">ratio = - mean change on poor-span tokens / mean |change| on neutral tokens.</p>')
+    for k, example in enumerate(runs[0].get("examples", [])):
+        card = [row("prompt", f'<div class="tokens">{escape(example["prompt"])}</div>'),
+                row("critic", delta_tokens(example["pieces"], example["critic"]))]
+        for run in runs:
+            changes = run["examples"][k]["change"]
+            scale = percentile([abs(c) for n in ("text2grad", "ppo_scalar") for c in changes.get(n, [])], 0.9)
+            for n in ("text2grad", "ppo_scalar"):
+                if n in changes:
+                    card.append(row(f'<b style="color:{COLOURS[n]}">{LABELS[n]}</b>, lambda {run["lam"]}',
+                                    tokens(example["pieces"], backgrounds=[change_colour(c, scale) for c in changes[n]],
+                                           titles=[f"change of log pi {c:+.4f}" for c in changes[n]])))
+        out.append(f'<div class="card">{"".join(card)}</div>')
+    return "".join(out)
+
+
+def reward_model_section(results):
+    rm, out = results.get("reward_model", {}), []
+    names = [n for n in ("cot", "no_cot") if n in rm]
+    rows = [[n, num(rm[n]["positive_f1"]), num(rm[n]["negative_f1"]), num(rm[n]["exact_span_match"]),
+             num(rm[n].get("critique_rougeL"))] for n in names]
+    out.append(table(["reward model", "span F1 positive", "span F1 negative", "exact spans", "critique ROUGE-L"], rows))
+    if "scalar" in rm:
+        out.append(f'<p>Scalar reward model: correlation with the summed token labels '
+                   f'{rm["scalar"]["score_correlation"]:.3f}.</p>')
+    for n in names:
+        matrix = rm[n].get("confusion")
+        if matrix is None:
+            out.append(f'<p class="note">{n}: no confusion matrix in this results.json (older version)</p>')
+            continue
+        cells = []
+        for g, counts in zip(("negative", "neutral", "positive"), matrix):
+            total = max(1, sum(counts))
+            cells.append([f"<b>{g}</b>"] + [f'<td class="num" style="background:rgba(31,111,180,{0.6 * c / total:.2f})">'
+                                             f'{c} ({c / total:.0%})</td>' for c in counts])
+        out.append(f"<p>{n}: test tokens, rows the critic's label, columns the prediction</p>"
+                   + table(["critic \\ predicted", "negative", "neutral", "positive"], cells))
+    alignment = results.get("alignment", {})
+    rows = [[s, num(a["records"], 0), num(a["spans"], 0), num(a["unaligned"], 0), num(a["unaligned_rate"]),
+             num(a["labelled_token_share"]), num(a.get("critiques_truncated"), 0)]
+            for s, a in alignment.items() if isinstance(a, dict)]
+    if rows:
+        out.append("<p>Alignment of the critic's quoted spans to the tokens of the annotated samples:</p>"
+                   + table(["split", "records", "spans", "unaligned", "unaligned rate", "labelled token share",
+                            "critiques truncated"], rows))
+    return "".join(out)
+
+
+def task_section(results):
+    metric = get_task(results["task"]).PRIMARY
+    task = escape(results["task"])
+    seeds = len(results["methods"].get("text2grad", {}).get("scores", []))
+    return "".join([
+        f'<h2 id="{task}">Task: {task}</h2>',
+        f'<p class="note">preset {escape(str(results.get("preset")))}, seed {results.get("seed")}, {seeds} PPO seed(s) '
+        f'per method, device {escape(str(results.get("device")))}</p>',
+        "<h3>Results</h3>", results_table(results, metric),
+        f"<h3>Learning curves</h3><p>Validation {metric} (mean over seeds, 95% interval shaded) against PPO update.</p>",
+        curves_svg(results["methods"], metric),
+        "<h3>What was criticised, and what the reward model read</h3>",
+        showcase_section(results.get("showcase"), metric),
+        f'<h3 id="{task}-credit">Credit landing: where one update moved the log-probabilities</h3>',
+        credit_section(results),
+        f'<h3 id="{task}-reward-model">The reward model</h3>', reward_model_section(results)])
+
+
+def render(all_results):
+    """The page for a list of results dicts (one per task)."""
+    tasks = " · ".join(f'<a href="#{escape(r["task"])}">{escape(r["task"])}</a>' for r in all_results)
+    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>text2grad report</title>"
+            f"<style>{CSS}</style></head><body><h1>text2grad report</h1>"
+            "<p>Text2Grad turns a critique into per-token rewards: the reward model writes what is wrong, labels "
+            "the tokens it blames and praises, and PPO pushes down the blamed ones. Scalar PPO gets one number "
+            f"per response instead. Tasks: {tasks}.</p>"
+            + "".join(task_section(r) for r in all_results) + "</body></html>\n")
+
+
+# ---------------------------------------------------------------------------------------------
+
+def find_results(folder):
+    """The results dicts of results.json in folder, or else of each sub-folder's (a --task all run),
+    in task order. Raises ValueError with a one-line message when there are none or one is unreadable."""
+    own = os.path.join(folder, "results.json")
+    paths = [own] if os.path.exists(own) else sorted(glob.glob(os.path.join(folder, "*", "results.json")))
+    if not paths:
+        raise ValueError(f"no results.json in {folder} or its sub-folders; run python text2grad.py first")
+    out = []
+    for path in paths:
+        try:
+            with open(path) as f:
+                results = json.load(f)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ValueError(f"{path} is not valid JSON ({error}); run the experiment again") from None
+        if not isinstance(results, dict) or not {"task", "methods"} <= results.keys():
+            raise ValueError(f"{path} is not a text2grad results file (no task or methods)")
+        out.append(results)
+    order = ["summarize", "code", "qa"]
+    return sorted(out, key=lambda r: order.index(r["task"]) if r["task"] in order else len(order))

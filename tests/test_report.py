@@ -1,0 +1,129 @@
+"""report.html: well-formed, one curve per method and task, tokens that add back up to the
+responses, model text escaped; and `text2grad.py report` rebuilding it without training."""
+import json
+import os
+from html.parser import HTMLParser
+
+import pytest
+
+import report
+import text2grad
+
+VOID = {"meta", "br", "hr", "img", "input", "link", "col", "wbr"}
+SVG_EMPTY = {"rect", "line", "polygon", "polyline", "circle", "path"}
+
+
+class Page(HTMLParser):
+    """A strict reading of the page: every tag closed in order; the curves; and, for each
+    <div class="tokens">, all its text and the text inside its <span>s."""
+
+    def __init__(self, text):
+        super().__init__(convert_charrefs=True)
+        self.stack, self.curves, self.containers, self.tags = [], [], [], []
+        self.feed(text)
+        self.close()
+        assert not self.stack, f"unclosed tags {self.stack}"
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append(tag)
+        if tag == "polyline" and attrs.get("class") == "curve":
+            self.curves.append(attrs["data-method"])
+        if tag == "div" and attrs.get("class") == "tokens":
+            self.containers.append({"all": "", "spans": "", "n_spans": 0})
+        if tag == "span" and self.in_tokens():
+            self.containers[-1]["n_spans"] += 1
+        if tag not in VOID:
+            self.stack.append((tag, tag == "div" and attrs.get("class") == "tokens"))
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+        if tag not in VOID:
+            self.stack.pop()
+
+    def handle_endtag(self, tag):
+        if tag in VOID:
+            return
+        assert self.stack and self.stack[-1][0] == tag, f"</{tag}> closes {self.stack[-1:]}"
+        self.stack.pop()
+
+    def in_tokens(self):
+        return any(is_tokens for _, is_tokens in self.stack)
+
+    def handle_data(self, data):
+        if self.in_tokens():
+            self.containers[-1]["all"] += data
+            if self.stack[-1][0] == "span":
+                self.containers[-1]["spans"] += data
+
+
+def results_for(task, responses, critique="fine"):
+    """A results dict with everything the report reads, for responses given as token pieces."""
+    curve = [[0, 0.5], [1, 0.6], [2, 0.7]]
+    methods = {"sft": {"score": 0.5, "ci95": 0.0, "scores": [0.5], "curve": [[0, 0.5]], "curve_ci95": [[0, 0.0]]}}
+    for name in text2grad.METHODS:
+        methods[name] = {"score": 0.7, "ci95": 0.01, "scores": [0.69, 0.71], "curve": curve,
+                         "curve_ci95": [[u, 0.02] for u, _ in curve], "time_s": 3.0}
+
+    def side(pieces):
+        delta = [(-1, 0, 1)[k % 3] for k in range(len(pieces))]
+        return {"response": "".join(pieces), "pieces": pieces, "score": 0.5,
+                "critic": {"critique": critique, "delta": delta}, "reward_model": {"critique": critique, "delta": delta}}
+
+    showcase = [{"prompt": "p", "reference": "r", "sft": side(p), "text2grad": side(p[::-1])} for p in responses]
+    change = {"ppo_scalar": [0.1] * len(responses[0]), "text2grad": [-0.2] * len(responses[0])}
+    credit = {"responses": 1, "lam": 0.95, "tokens": {"poor": 1, "good": 1, "neutral": 1},
+              **{name: {"poor": -0.1, "good": 0.0, "neutral": 0.01, "ratio": 10.0} for name in text2grad.METHODS},
+              "examples": [{"prompt": "p", "pieces": responses[0], "critic": [-1] * len(responses[0]), "change": change}]}
+    confusion = [[5, 1, 0], [0, 9, 1], [0, 0, 4]]
+    span = {"positive_f1": 0.9, "negative_f1": 0.8, "exact_span_match": 0.7, "confusion": confusion}
+    return {"task": task, "preset": "tiny", "seed": 0, "device": "cpu", "methods": methods,
+            "convergence": {"level": 0.7, "eval_every": 1, "updates": {n: 2 for n in text2grad.METHODS}},
+            "showcase": showcase, "credit_landing": credit,
+            "reward_model": {"cot": {**span, "critique_rougeL": 0.5}, "no_cot": span, "scalar": {"score_correlation": 0.9}},
+            "alignment": {"unaligned_rate": 0.0, "test": {"records": 2, "spans": 3, "unaligned": 0, "unaligned_rate": 0.0,
+                                                          "labelled_token_share": 0.5, "critiques_truncated": 0}}}
+
+
+def test_page_structure_curves_and_tokens():
+    responses = [["Yuki", "'s", " rent", " rose"], ["def", " f", "(x", "):\n", "    return", " x"]]
+    page = Page(report.render([results_for("summarize", responses), results_for("qa", responses)]))
+    # one curve per PPO method and task
+    assert sorted(page.curves) == sorted(list(text2grad.METHODS) * 2)
+    # token containers hold nothing but their spans, and join back to the responses, in order:
+    # per task, each showcase entry gives SFT (critic, reward model) then Text2Grad (critic, reward model),
+    # then the credit landing's response (critic, Text2Grad, scalar PPO)
+    coloured = [c for c in page.containers if c["n_spans"]]
+    assert all(c["all"] == c["spans"] for c in coloured)
+    per_task = [text for p in responses for text in ["".join(p)] * 2 + ["".join(p[::-1])] * 2] + ["".join(responses[0])] * 3
+    assert [c["all"] for c in coloured] == per_task * 2
+    assert [c["n_spans"] for c in coloured][:2] == [4, 4]
+
+
+def test_model_text_is_escaped():
+    evil = ["<script>", "alert(1)", "</script>", " & <marquee>m</marquee> \"q\""]
+    page_text = report.render([results_for("summarize", [evil], critique="<img src=x onerror=alert(1)>")])
+    page = Page(page_text)
+    assert "script" not in page.tags and "img" not in page.tags and "marquee" not in page.tags
+    assert any(c["all"] == "".join(evil) for c in page.containers)
+    assert "&lt;script&gt;" in page_text
+
+
+def test_rebuild_from_results_json(tmp_path, capsys):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "results.json").write_text(json.dumps(results_for("code", [["a", "b"]])))
+    text2grad.main(["report", "--out", str(folder)])
+    assert Page((folder / "report.html").read_text(encoding="utf-8")).curves == list(text2grad.METHODS)
+
+
+@pytest.mark.parametrize("content, message", [(None, "no results.json"), ("{not json", "not valid JSON"),
+                                              ('{"task": "qa"}', "not a text2grad results file")])
+def test_report_of_a_bad_folder_is_one_line(tmp_path, capsys, content, message):
+    if content is not None:
+        (tmp_path / "results.json").write_text(content)
+    with pytest.raises(SystemExit) as exit:
+        text2grad.main(["report", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and message in err and err.count("\n") == 1
+    assert not os.path.exists(tmp_path / "report.html")
