@@ -13,12 +13,15 @@ Left out on purpose: dropout in use (RL needs none, and the toy data is plentifu
 groups, flash-attention switches, mixed precision, any parallelism.
 """
 import math
+import random
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from tqdm import tqdm
+
+from checkpoint import Snapshots
 
 
 @dataclass
@@ -199,24 +202,40 @@ def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, gr
     return torch.stack(tokens, 1), torch.stack(logprobs, 1), torch.stack(masks, 1)
 
 
-def fit(model, batch_loss, steps, lr, warmup=0, desc="train"):
+def fit(model, batch_loss, steps, lr, warmup=0, desc="train", seed=0, snapshots=None):
     """The optimisation loop SFT and the reward models share: Adam (no weight decay: the models are
     tiny and the data plentiful), linear warm-up over `warmup` steps, then cosine decay to 10% of lr,
-    gradients clipped to norm 1. batch_loss(step) -> (loss, {name: float} to show). Returns the
-    loss per step."""
+    gradients clipped to norm 1. batch_loss(step, rng) -> (loss, {name: float} to show), where rng
+    is the loop's random.Random(seed). Returns the loss per step.
+    snapshots (checkpoint.Snapshots): resume from its saved state if there is one, save it as the
+    loop goes; a NaN or infinite loss or gradient norm stops the loop (checkpoint.Diverged)."""
+    snapshots = snapshots or Snapshots()
+    rng = random.Random(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.95))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: (s + 1) / warmup if s < warmup else
                                                  0.1 + 0.45 * (1 + math.cos(math.pi * (s - warmup) / (steps - warmup))))
+    losses, start, state = [], 0, snapshots.load()
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        schedule.load_state_dict(state["schedule"])
+        rng.setstate(state["rng"])
+        losses, start = state["losses"], state["step"]
     model.train()
-    losses, bar = [], tqdm(range(steps), desc=desc, leave=False)
+    bar = tqdm(range(start, steps), initial=start, total=steps, desc=desc, leave=False)
     for step in bar:
-        loss, parts = batch_loss(step)
+        loss, parts = batch_loss(step, rng)
+        snapshots.check_finite("the loss", loss.item(), step, desc)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        snapshots.check_finite("the gradient norm", norm.item(), step, desc)
         optimizer.step()
         schedule.step()
         losses.append(loss.item())
         bar.set_postfix({k: f"{v:.3f}" for k, v in parts.items()}, refresh=False)
+        snapshots.step_done(step + 1, lambda: {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                               "schedule": schedule.state_dict(), "rng": rng.getstate(),
+                                               "losses": losses})
     model.eval()
     return losses

@@ -34,6 +34,7 @@ import torch
 import torch.nn as nn
 from tqdm import tqdm
 
+from checkpoint import Diverged, Snapshots
 from model import generate, left_pad, token_logprobs
 
 
@@ -321,6 +322,8 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
             if stats[-1].item() > config.max_ratio:
                 skipped += 1
                 continue
+            if not math.isfinite(loss.item()):
+                raise Diverged(f"the PPO loss is {loss.item()} (epoch {epoch}, minibatch {i // config.minibatch_size})")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -340,27 +343,45 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
 
 
 def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, evaluate=None, eval_every=10,
-          desc="ppo"):
+          desc="ppo", snapshots=None):
     """config.updates PPO iterations on prompts drawn from `prompts` (token-id lists).
     reward_fn(indices, tokens, mask) -> scores (B, N) for the prompts at those indices.
     evaluate(gpt) -> validation metric, called before the first update, every eval_every updates
-    and after the last. Returns (curve [(update, metric)], history [logged dict per update])."""
+    and after the last. Returns (curve [(update, metric)], history [logged dict per update]).
+    snapshots (checkpoint.Snapshots): resume from its saved state if there is one (weights,
+    optimizer, KL coefficient, the three random states, curve and history), save it as the loop goes."""
+    snapshots = snapshots or Snapshots()
     rng = random.Random(seed)
     generator = torch.Generator(next(model.parameters()).device).manual_seed(seed)
     cpu_generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.95), eps=1e-5)
     kl = KLController(config.beta, config.kl_target)
-    curve = [(0, evaluate(model.gpt))] if evaluate else []
-    history = []
-    bar = tqdm(range(1, config.updates + 1), desc=desc, leave=False)
+    state = snapshots.load()
+    if state is None:
+        curve, history, start = ([(0, evaluate(model.gpt))] if evaluate else []), [], 0
+    else:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        rng.setstate(state["rng"])
+        generator.set_state(state["generator"])
+        cpu_generator.set_state(state["cpu_generator"])
+        kl.beta, curve, history, start = state["beta"], [tuple(p) for p in state["curve"]], state["history"], state["step"]
+    bar = tqdm(range(start + 1, config.updates + 1), initial=start, total=config.updates, desc=desc, leave=False)
     for update in bar:
         indices = rng.sample(range(len(prompts)), config.batch_size)
         batch = rollout(model, reference, [prompts[i] for i in indices], eos_id, pad_id, config, generator)
         scores = reward_fn(indices, batch["tokens"], batch["mask"])
-        history.append(ppo_iteration(model, optimizer, batch, scores, kl, config, cpu_generator))
+        try:
+            history.append(ppo_iteration(model, optimizer, batch, scores, kl, config, cpu_generator))
+        except Diverged as error:
+            snapshots.diverged(str(error), update, desc)
         bar.set_postfix({k: f"{history[-1][k]:.3f}" for k in ("score", "kl_ref", "approx_kl")}, refresh=False)
         if evaluate and (update % eval_every == 0 or update == config.updates):
             curve.append((update, evaluate(model.gpt)))
+        snapshots.step_done(update, lambda: {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                             "rng": rng.getstate(), "generator": generator.get_state(),
+                                             "cpu_generator": cpu_generator.get_state(), "beta": kl.beta,
+                                             "curve": curve, "history": history})
     return curve, history
 
 

@@ -201,22 +201,22 @@ class RewardModel(nn.Module):
         return (out_critiques if self.cot else [""] * len(out)), out
 
 
-def train_reward_model(model, tokenizer, items, steps, batch_size, lr, device, seed, desc="reward model"):
+def train_reward_model(model, tokenizer, items, steps, batch_size, lr, device, seed, desc="reward model",
+                       snapshots=None):
     """model.fit (no warm-up: the trunk starts from the SFT weights) on encoded records
     (encode_record). The span classes are weighted from the training labels first. Returns the loss
-    per step."""
-    rng = random.Random(seed)
+    per step. snapshots: see model.fit."""
     if model.kind == "span":
         counts = torch.bincount(torch.tensor([d + 1 for item in items for d in item["delta"]]), minlength=3).float()
         model.class_weights.copy_((counts.sum() / (3 * counts.clamp(min=1))).sqrt())
 
-    def batch_loss(step):
+    def batch_loss(step, rng):
         batch = rng.sample(items, batch_size)
         ids, critique_targets, span_labels, score_position = collate(tokenizer, batch, model.kind, model.cot, device)
         scores = torch.tensor([float(sum(item["delta"])) for item in batch], device=device)
         return model.loss(ids, critique_targets, span_labels, score_position, scores)
 
-    return fit(model, batch_loss, steps, lr, desc=desc)
+    return fit(model, batch_loss, steps, lr, desc=desc, seed=seed, snapshots=snapshots)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,9 +25,10 @@ precision; the whole dataset lives in memory (it is a few thousand short strings
 """
 import argparse
 import copy
+import glob
 import json
 import os
-import random
+import signal
 import sys
 import time
 from dataclasses import asdict
@@ -38,6 +39,7 @@ from tqdm import tqdm
 
 import ppo
 import report
+from checkpoint import Diverged, Interrupted, Snapshots, atomic_save, on_sigint, stop_requested
 from align import align
 from data import SPLITS, get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
@@ -92,17 +94,6 @@ def pick_device(name):
     return name
 
 
-def atomic_save(obj, path):
-    """Write to a temporary file, then rename: an interrupted save never leaves a half-written file."""
-    tmp = f"{path}.tmp"
-    if isinstance(obj, str):
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(obj)
-    else:
-        torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
 def write_report(folder):
     """folder/report.html from the results.json in folder (or in each sub-folder, for --task all)."""
     atomic_save(report.render(report.find_results(folder)), os.path.join(folder, "report.html"))
@@ -115,15 +106,73 @@ def save_checkpoint(path, model, tokenizer, step, **extra):
                  "step": step, **extra}, path)
 
 
-def load_checkpoint(path, device="cpu"):
+def load_checkpoint(path, device="cpu", tokenizer=None, config=None):
     """(model, tokenizer, step) from a checkpoint written by save_checkpoint: a GPT, or a
-    RewardModel when the checkpoint records a reward model's kind."""
-    ckpt = torch.load(path, map_location=device, weights_only=True)
+    RewardModel when the checkpoint records a reward model's kind. Given the tokenizer and the GPT
+    config a run expects, a checkpoint made with others ends the run with one line."""
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=True)
+    except FileNotFoundError:
+        fail(f"{path} is missing; start the run again without --resume")
+    except Exception as error:  # a truncated or foreign file: pickle, zip and torch raise many kinds
+        fail(f"{path} is not a checkpoint this code wrote ({type(error).__name__}); start again without --resume")
+    if config is not None and ckpt["config"] != asdict(config):
+        diff = ", ".join(f"{k} {ckpt['config'].get(k)} (expected {v})" for k, v in asdict(config).items()
+                         if ckpt["config"].get(k) != v)
+        fail(f"{path} holds a model of another size: {diff}; use the preset it was made with, or another --out")
+    if tokenizer is not None and ckpt["tokenizer"] != tokenizer.to_json():
+        fail(f"{path} was made with another tokenizer than {os.path.dirname(path) or '.'}/tokenizer.json; "
+             f"use another --out")
     model = GPT(GPTConfig(**ckpt["config"]))
     if "kind" in ckpt:
         model = RewardModel(model, ckpt["kind"], ckpt["cot"])
     model.load_state_dict(ckpt["model"])
     return model.to(device).eval(), Tokenizer.from_json(ckpt["tokenizer"]), ckpt["step"]
+
+
+class Progress:
+    """progress.json in the output folder: the stages already finished and what they measured, so
+    that --resume skips them. A stage writes its own files first, then is marked finished here
+    (atomically). Training loops inside a stage keep a snapshot, {name}.partial.pt, that --resume
+    continues from. After each stage, a pending Ctrl-C stops the run (checkpoint.Interrupted)."""
+
+    def __init__(self, out, identity, resume, every_s):
+        self.out, self.identity, self.every_s, self.done = out, identity, every_s, {}
+        self.path = os.path.join(out, "progress.json")
+        if not resume:
+            for stale in glob.glob(os.path.join(out, "*.partial.pt")):
+                os.remove(stale)
+            return
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                saved = json.load(f)
+            old, self.done = saved["identity"], saved["done"]
+        except FileNotFoundError:
+            fail(f"--resume: {self.path} does not exist, so there is nothing to resume; run without --resume")
+        except (ValueError, KeyError, TypeError):
+            fail(f"--resume: {self.path} is damaged; run without --resume to start again")
+        for key, value in identity.items():
+            if old.get(key) != value:
+                fail(f"--resume: {out} was started with {key} {old.get(key)!r}, not {value!r}; resume with "
+                     f"the same flags, or use another --out")
+
+    def __contains__(self, stage):
+        return stage in self.done
+
+    def __getitem__(self, stage):
+        return self.done[stage]["value"]
+
+    def time(self, stage):
+        return self.done[stage]["time_s"]
+
+    def finish(self, stage, value, start):
+        self.done[stage] = {"value": value, "time_s": time.time() - start}
+        atomic_save(json.dumps({"identity": self.identity, "done": self.done}), self.path)
+        if stop_requested():
+            raise Interrupted(f"stopped after the stage {stage}")
+
+    def snapshots(self, name):
+        return Snapshots(os.path.join(self.out, f"{name}.partial.pt"), self.every_s)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,18 +198,16 @@ def sft_batch(tokenizer, examples, device):
     return inputs.to(device), targets.to(device), loss_mask.to(device)
 
 
-def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed):
+def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed, snapshots=None):
     """Next-token cross-entropy on the demonstrations (model.fit, 5% warm-up). Returns the loss per step."""
-    rng = random.Random(seed)
-
-    def batch_loss(step):
+    def batch_loss(step, rng):
         inputs, targets, loss_mask = sft_batch(tokenizer, rng.sample(examples, batch_size), device)
         _, logits = model(inputs)                                                          # (B, T, V)
         nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")  # (B*T,)
         loss = (nll * loss_mask.flatten()).sum() / loss_mask.sum()  # mean over response tokens
         return loss, {"loss": loss.item()}
 
-    return fit(model, batch_loss, steps, lr, warmup=max(1, steps // 20), desc="sft")
+    return fit(model, batch_loss, steps, lr, warmup=max(1, steps // 20), desc="sft", seed=seed, snapshots=snapshots)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -270,23 +317,27 @@ def encode_records(tokenizer, records, block_size):
                    "critiques_truncated": truncated, "records": len(records)}
 
 
-def reward_stage(policy, tokenizer, records, preset, device, seed, out):
-    """Train and evaluate the three reward models on the annotated records.
-    Returns (results, alignment statistics per split, {name: model})."""
-    encoded = {split: encode_records(tokenizer, records[split], policy.config.block_size) for split in records}
+def reward_stage(policy, tokenizer, records, encoded, preset, device, seed, out, progress):
+    """Train (or, when resuming, load) and evaluate the three reward models on the annotated
+    records ({split: records}) and their encodings ({split: items}). Returns ({name: test metrics},
+    {name: model})."""
     results, models = {}, {}
     for name, (kind, cot) in REWARD_MODELS.items():
-        start = time.time()
-        model = RewardModel(copy.deepcopy(policy), kind, cot).to(device)
-        losses = train_reward_model(model, tokenizer, encoded["train"][0], preset["reward_steps"], preset["batch_size"],
-                                    preset["reward_lr"], device, seed, desc=f"reward model ({name})")
-        save_checkpoint(os.path.join(out, f"reward_{name}.pt"), model, tokenizer, preset["reward_steps"],
-                        kind=kind, cot=cot)
-        results[name], _, _ = evaluate_reward_model(model, tokenizer, records["test"], encoded["test"][0])
-        results[name]["final_loss"] = sum(losses[-20:]) / len(losses[-20:])
-        results[name]["time_s"] = time.time() - start
-        models[name] = model
-    return results, {split: stats for split, (_, stats) in encoded.items()}, models
+        start, path = time.time(), os.path.join(out, f"reward_{name}.pt")
+        if f"reward/{name}" not in progress:
+            model = RewardModel(copy.deepcopy(policy), kind, cot).to(device)
+            snapshots = progress.snapshots(f"reward_{name}")
+            losses = train_reward_model(model, tokenizer, encoded["train"], preset["reward_steps"], preset["batch_size"],
+                                        preset["reward_lr"], device, seed, desc=f"reward model ({name})",
+                                        snapshots=snapshots)
+            save_checkpoint(path, model, tokenizer, preset["reward_steps"], kind=kind, cot=cot)
+            metrics, _, _ = evaluate_reward_model(model, tokenizer, records["test"], encoded["test"])
+            metrics["final_loss"] = sum(losses[-20:]) / len(losses[-20:])
+            progress.finish(f"reward/{name}", metrics, start)
+            snapshots.clear()
+        models[name] = load_checkpoint(path, device, tokenizer, policy.config)[0]
+        results[name] = {**progress[f"reward/{name}"], "time_s": progress.time(f"reward/{name}")}
+    return results, models
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,10 +368,10 @@ def reward_function(mode, task, tokenizer, examples, reward_models, length_limit
     return scores
 
 
-def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, preset, seeds, compile, out):
-    """Every method of METHODS from the SFT policy, once per seed. Returns (methods, history):
-    methods[name] = {score, ci95, scores, curve, curve_ci95, test, time_s}, with "sft" (from
-    sft_results, its validation and test summaries) as the starting point."""
+def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, preset, seeds, compile, out, progress):
+    """Every method of METHODS from the SFT policy, once per seed (each run a stage of its own for
+    --resume). Returns (methods, history): methods[name] = {score, ci95, scores, curve, curve_ci95,
+    test, time_s}, with "sft" (from sft_results, its validation and test summaries) as the starting point."""
     config = ppo.PPOConfig(**preset["ppo"], max_new_tokens=MAX_NEW_TOKENS, compile=compile)
     train = splits["train"]
     prompts = [policy_prompt(tokenizer, e.prompt) for e in train]
@@ -336,24 +387,30 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
                        "test": sft_test}}
     history = {}
     for name, mode in METHODS.items():
-        start, runs = time.time(), []
         for seed in seeds:
+            stage, start = f"ppo/{name}/{seed}", time.time()
+            if stage in progress:
+                continue
             model = ppo.ActorCritic(copy.deepcopy(policy))
-            curve, history[f"{name}/{seed}"] = ppo.train(
+            snapshots = progress.snapshots(f"ppo_{name}_{seed}")
+            curve, logged = ppo.train(
                 model, policy, prompts, reward_function(mode, task, tokenizer, train, reward_models, config.length_limit),
                 tokenizer.eos_id, tokenizer.pad_id, config, seed=seed, evaluate=validation_score,
-                eval_every=preset["eval_every"], desc=f"ppo {name} seed {seed}")
+                eval_every=preset["eval_every"], desc=f"ppo {name} seed {seed}", snapshots=snapshots)
             test, samples = evaluate(task, model.gpt, tokenizer, splits["test"])
-            runs.append((curve, test))
             if seed == seeds[0]:
                 save_checkpoint(os.path.join(out, f"ppo_{name}.pt"), model.gpt, tokenizer, config.updates)
                 atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(out, f"samples_{name}.jsonl"))
-        scores = [test[task.PRIMARY] for _, test in runs]
+            progress.finish(stage, {"curve": curve, "test": test, "history": logged}, start)
+            snapshots.clear()
+        runs = [progress[f"ppo/{name}/{seed}"] for seed in seeds]
+        history.update({f"{name}/{seed}": run["history"] for seed, run in zip(seeds, runs)})
+        scores = [run["test"][task.PRIMARY] for run in runs]
         score, ci95 = ppo.mean_ci95(scores)
-        points = [[u, ppo.mean_ci95([curve[k][1] for curve, _ in runs])] for k, (u, _) in enumerate(runs[0][0])]
+        points = [[u, ppo.mean_ci95([run["curve"][k][1] for run in runs])] for k, (u, _) in enumerate(runs[0]["curve"])]
         methods[name] = {"score": score, "ci95": ci95, "scores": scores,
                          "curve": [[u, m] for u, (m, _) in points], "curve_ci95": [[u, h] for u, (_, h) in points],
-                         "test": runs[0][1], "time_s": time.time() - start}
+                         "test": runs[0]["test"], "time_s": sum(progress.time(f"ppo/{name}/{seed}") for seed in seeds)}
         print(f"[{task.NAME}] {name:17s} test {task.PRIMARY} {score:.3f} ± {ci95:.3f} over {len(seeds)} seed(s), "
               f"{methods[name]['time_s']:.0f}s")
     return methods, history
@@ -439,6 +496,9 @@ def credit_landing(task, policy, tokenizer, examples, reward_models, preset, see
 # ---------------------------------------------------------------------------------------------
 
 def run(args):
+    """The experiment on one task. Each stage is recorded in progress.json when it finishes; with
+    --resume, finished stages are loaded from their files instead of run again, and a training
+    loop that was stopped continues from its snapshot."""
     preset = PRESETS[args.preset]
     device = pick_device(args.device)
     if args.compile is None:
@@ -446,52 +506,73 @@ def run(args):
     task = get_task(args.task)
     given_annotations = read_annotations(args.annotations) if args.annotations else None  # checked before any work
     os.makedirs(args.out, exist_ok=True)
-    torch.manual_seed(args.seed)
-    timings, results = {}, {"task": task.NAME, "preset": args.preset, "seed": args.seed, "device": device}
+    progress = Progress(args.out, {"task": task.NAME, "preset": args.preset, "seed": args.seed, "seeds": args.seeds,
+                                   "annotations": args.annotations}, args.resume, args.checkpoint_every)
+    results = {"task": task.NAME, "preset": args.preset, "seed": args.seed, "device": device}
+    path = lambda name: os.path.join(args.out, name)
 
     start = time.time()
-    splits = make_splits(task, {s: preset[s] for s in SPLITS}, seed=args.seed)
-    tokenizer = Tokenizer.train(training_texts(task, splits), preset["vocab_size"])
-    atomic_save(tokenizer.to_json(), os.path.join(args.out, "tokenizer.json"))
-    results["demonstration_flaw_rates"] = flaw_rates(splits["train"])
-    results["demonstration_score"] = sum(task.metrics(e, e.demonstration)[task.PRIMARY]
-                                         for e in splits["train"]) / len(splits["train"])
-    timings["data"] = time.time() - start
+    splits = make_splits(task, {s: preset[s] for s in SPLITS}, seed=args.seed)  # the same for the same seed
+    if "data" not in progress:
+        tokenizer = Tokenizer.train(training_texts(task, splits), preset["vocab_size"])
+        atomic_save(tokenizer.to_json(), path("tokenizer.json"))
+        progress.finish("data", {"demonstration_flaw_rates": flaw_rates(splits["train"]),
+                                 "demonstration_score": sum(task.metrics(e, e.demonstration)[task.PRIMARY]
+                                                            for e in splits["train"]) / len(splits["train"])}, start)
+    else:
+        try:
+            with open(path("tokenizer.json"), encoding="utf-8") as f:
+                tokenizer = Tokenizer.from_json(f.read())
+        except Exception as error:  # missing, or not a tokenizer file
+            fail(f"--resume: cannot read {path('tokenizer.json')} ({type(error).__name__}); run without --resume")
+    results.update(progress["data"])
 
     start = time.time()
     config = GPTConfig(vocab_size=tokenizer.vocab_size, **preset["model"])
-    model = GPT(config).to(device)
-    print(f"[{task.NAME}] policy: {model.num_params() / 1e6:.2f}M parameters, {len(splits['train'])} "
-          f"demonstrations ({results['demonstration_flaw_rates']['any']:.0%} flawed), device {device}")
-    losses = train_sft(model, tokenizer, splits["train"], preset["sft_steps"], preset["batch_size"],
-                       preset["lr"], device, args.seed)
-    save_checkpoint(os.path.join(args.out, "sft.pt"), model, tokenizer, preset["sft_steps"])
-    results["sft_final_loss"] = sum(losses[-50:]) / len(losses[-50:])
-    timings["sft"] = time.time() - start
+    if "sft" not in progress:
+        torch.manual_seed(args.seed)
+        model = GPT(config).to(device)
+        print(f"[{task.NAME}] policy: {model.num_params() / 1e6:.2f}M parameters, {len(splits['train'])} "
+              f"demonstrations ({results['demonstration_flaw_rates']['any']:.0%} flawed), device {device}")
+        snapshots = progress.snapshots("sft")
+        losses = train_sft(model, tokenizer, splits["train"], preset["sft_steps"], preset["batch_size"],
+                           preset["lr"], device, args.seed, snapshots)
+        save_checkpoint(path("sft.pt"), model, tokenizer, preset["sft_steps"])
+        progress.finish("sft", {"sft_final_loss": sum(losses[-50:]) / len(losses[-50:])}, start)
+        snapshots.clear()
+    model = load_checkpoint(path("sft.pt"), device, tokenizer, config)[0]
+    results.update(progress["sft"])
 
     start = time.time()
-    results["sft"] = {}
-    results["sft"]["validation"], _ = evaluate(task, model, tokenizer, splits["validation"])
-    results["sft"]["test"], samples = evaluate(task, model, tokenizer, splits["test"])
-    atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(args.out, "samples.jsonl"))
-    timings["evaluate"] = time.time() - start
+    if "evaluate" not in progress:
+        validation, _ = evaluate(task, model, tokenizer, splits["validation"])
+        test, samples = evaluate(task, model, tokenizer, splits["test"])
+        atomic_save("".join(json.dumps(s) + "\n" for s in samples), path("samples.jsonl"))
+        progress.finish("evaluate", {"sft": {"validation": validation, "test": test}}, start)
+    results.update(progress["evaluate"])
     test = results["sft"]["test"]
     print(f"[{task.NAME}] SFT test {task.PRIMARY} {test[task.PRIMARY]:.3f} (demonstrations score "
           f"{results['demonstration_score']:.3f}); critic blames {test['criticised']:.0%} of responses, "
-          f"{test['unaligned_rate']:.1%} of its spans unaligned; SFT {timings['sft']:.0f}s")
+          f"{test['unaligned_rate']:.1%} of its spans unaligned; SFT {progress.time('sft'):.0f}s")
 
     start = time.time()
-    records = given_annotations or annotate_stage(task, model, tokenizer, splits, preset["samples_per_prompt"],
-                                                  args.seed, args.out)
-    timings["annotate"] = time.time() - start
+    if given_annotations:
+        records = given_annotations
+    elif "annotate" not in progress:
+        records = annotate_stage(task, model, tokenizer, splits, preset["samples_per_prompt"], args.seed, args.out)
+    else:
+        records = read_annotations(args.out)
+    if "annotate" not in progress:
+        progress.finish("annotate", {}, start)
 
-    start = time.time()
-    results["reward_model"], alignment, reward_models = reward_stage(model, tokenizer, records, preset, device,
-                                                                     args.seed, args.out)
+    encoded = {split: encode_records(tokenizer, records[split], model.config.block_size) for split in records}
+    alignment = {split: stats for split, (_, stats) in encoded.items()}
     spans = sum(a["spans"] for a in alignment.values())
+    results["reward_model"], reward_models = reward_stage(model, tokenizer, records,
+                                                          {split: items for split, (items, _) in encoded.items()},
+                                                          preset, device, args.seed, args.out, progress)
     results["alignment"] = {"unaligned_rate": sum(a["unaligned"] for a in alignment.values()) / max(1, spans),
                             **alignment}
-    timings["reward_models"] = time.time() - start
     rm = results["reward_model"]
     for name in ("cot", "no_cot"):
         print(f"[{task.NAME}] reward model {name:6s}: span F1 positive {rm[name]['positive_f1']:.3f}, "
@@ -499,11 +580,9 @@ def run(args):
               + (f", critique ROUGE-L {rm[name]['critique_rougeL']:.3f}" if name == "cot" else ""))
     print(f"[{task.NAME}] reward model scalar: correlation with the summed labels {rm['scalar']['score_correlation']:.3f}")
 
-    start = time.time()
     seeds = [args.seed + k for k in range(args.seeds)]
     results["methods"], results["ppo_history"] = ppo_stage(task, model, tokenizer, splits, reward_models, results["sft"],
-                                                           preset, seeds, args.compile, args.out)
-    timings["ppo"] = time.time() - start
+                                                           preset, seeds, args.compile, args.out, progress)
     methods = results["methods"]
     # How fast each method gets to scalar PPO's final validation score: the first point of each mean
     # curve at or above it (scalar PPO itself may get there before its last update).
@@ -512,26 +591,35 @@ def run(args):
                               "updates": {name: updates_to_match(methods[name]["curve"], level) for name in METHODS}}
 
     start = time.time()
-    # GAE with lambda 0.95 and a value head that knows nothing yet passes a span's blame back to the
-    # tokens before it; with lambda 0 the advantage is r_t + V_{t+1} - V_t, whitened over the batch,
-    # so each token is judged by its own reward (against the batch's mean reward).
-    results["credit_landing"] = credit_landing(task, model, tokenizer, splits["validation"], reward_models, preset,
-                                               args.seed)
-    results["credit_landing_lambda_0"] = credit_landing(task, model, tokenizer, splits["validation"], reward_models,
-                                                        preset, args.seed, lam=0.0)
-    timings["credit_landing"] = time.time() - start
+    if "credit_landing" not in progress:
+        # GAE with lambda 0.95 and a value head that knows nothing yet passes a span's blame back to the
+        # tokens before it; with lambda 0 the advantage is r_t + V_{t+1} - V_t, whitened over the batch,
+        # so each token is judged by its own reward (against the batch's mean reward).
+        progress.finish("credit_landing", {
+            "credit_landing": credit_landing(task, model, tokenizer, splits["validation"], reward_models, preset,
+                                             args.seed),
+            "credit_landing_lambda_0": credit_landing(task, model, tokenizer, splits["validation"], reward_models,
+                                                      preset, args.seed, lam=0.0)}, start)
+    results.update(progress["credit_landing"])
 
     start = time.time()
-    saved = {name: read_jsonl(os.path.join(args.out, file))
-             for name, file in (("sft", "samples.jsonl"), ("text2grad", "samples_text2grad.jsonl"))}
-    results["showcase"] = showcase(task, tokenizer, splits["test"], saved, reward_models["cot"])
-    timings["showcase"] = time.time() - start
-    results["wall_time_s"] = timings
-    atomic_save(json.dumps(results, indent=2), os.path.join(args.out, "results.json"))
+    if "showcase" not in progress:
+        saved = {name: read_jsonl(path(file)) for name, file in (("sft", "samples.jsonl"),
+                                                                 ("text2grad", "samples_text2grad.jsonl"))}
+        progress.finish("showcase", {"showcase": showcase(task, tokenizer, splits["test"], saved,
+                                                          reward_models["cot"])}, start)
+    results.update(progress["showcase"])
+    stages = {"data": ["data"], "sft": ["sft"], "evaluate": ["evaluate"], "annotate": ["annotate"],
+              "reward_models": [f"reward/{name}" for name in REWARD_MODELS],
+              "ppo": [f"ppo/{name}/{seed}" for name in METHODS for seed in seeds],
+              "credit_landing": ["credit_landing"], "showcase": ["showcase"]}
+    results["wall_time_s"] = {key: sum(progress.time(s) for s in names) for key, names in stages.items()}
+    atomic_save(json.dumps(results, indent=2), path("results.json"))
     write_report(args.out)
     print_results(task, results)
     print_showcase(results["showcase"][:3])
-    print(f"[{task.NAME}] total {sum(timings.values()):.0f}s -> {args.out}/results.json, {args.out}/report.html")
+    print(f"[{task.NAME}] total {sum(results['wall_time_s'].values()):.0f}s -> {path('results.json')}, "
+          f"{path('report.html')}")
     return results
 
 
@@ -607,9 +695,18 @@ def main(argv=None):
     parser.add_argument("--out", default="runs", help="output directory (one sub-folder per task)")
     parser.add_argument("--annotations", metavar="DIR", help="read annotations_{train,validation,test}.jsonl "
                         "from DIR instead of sampling the SFT policy and running the critic")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out: finished stages are "
+                        "loaded, a stopped training loop continues from its last snapshot")
+    parser.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
+                        help="how often a training loop saves its snapshot for --resume (default 60)")
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
+    if args.checkpoint_every < 0:
+        parser.error("--checkpoint-every must be 0 or more seconds")
+    if args.resume and not os.path.isdir(args.out):
+        parser.error(f"--resume: {args.out} does not exist, so there is nothing to resume")
+    signal.signal(signal.SIGINT, on_sigint)
     for name in (["summarize", "code", "qa"] if args.task == "all" else [args.task]):
         try:
             per_task = {"task": name, "out": os.path.join(args.out, name)}
@@ -618,8 +715,16 @@ def main(argv=None):
             run(argparse.Namespace(**{**vars(args), **per_task}))
         except OSError as error:
             fail(f"cannot write the output ({error.strerror or error}: {error.filename or args.out}); choose another --out")
+        except Interrupted as stop:
+            print(f"text2grad: interrupted ({stop}); every file written is complete; run the same command "
+                  f"with --resume to continue", file=sys.stderr)
+            sys.exit(130)
         except KeyboardInterrupt:
-            fail("interrupted; files already written are complete, the stage that was running is not saved")
+            print("text2grad: interrupted at once; every file written is complete; run the same command with "
+                  "--resume to continue from the last snapshot", file=sys.stderr)
+            sys.exit(130)
+        except Diverged as error:
+            fail(f"training diverged: {error}")
     if args.task == "all":
         write_report(args.out)
         print(f"all tasks -> {os.path.join(args.out, 'report.html')}")

@@ -1,5 +1,10 @@
 """The whole pipeline at the "tiny" preset (seconds on a CPU): what a run leaves on disk."""
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -7,6 +12,7 @@ import text2grad
 from test_report import Page
 
 TASKS = ("summarize", "code", "qa")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
@@ -42,3 +48,56 @@ def test_every_run_writes_a_report(run_all):
     coloured = [c for c in page.containers if c["n_spans"]]
     assert all(c["all"] == c["spans"] for c in coloured)
     assert responses <= {c["all"] for c in coloured}
+
+
+# ---------------------------------------------------------------------------------------------
+# Determinism, interruption and --resume
+
+RUN = [sys.executable, os.path.join(ROOT, "text2grad.py"), "--preset", "tiny", "--task", "summarize", "--seeds", "2"]
+
+
+def metrics(path):
+    """results.json without the wall-clock times, which differ between any two runs."""
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in ("wall_time_s", "time_s")}
+        return [strip(v) for v in value] if isinstance(value, list) else value
+    return strip(json.loads(path.read_text()))
+
+
+def stop_when(out, snapshot, sig):
+    """Start a fresh (or resumed) run, send sig once `snapshot` exists in out; returns the exit status."""
+    process = subprocess.Popen(RUN + ["--out", str(out), "--checkpoint-every", "0"] + (["--resume"] if (out / "summarize").exists() else []),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (out / "summarize" / snapshot).exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.002)
+    process.send_signal(sig)
+    _, err = process.communicate(timeout=120)
+    return process.returncode, err
+
+
+def test_two_runs_with_one_seed_agree(run_all, tmp_path):
+    text2grad.main(["--preset", "tiny", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path)])
+    assert metrics(tmp_path / "summarize" / "results.json") == metrics(run_all / "summarize" / "results.json")
+
+
+@pytest.mark.slow
+def test_killed_and_resumed_run_gives_the_same_numbers(run_all, tmp_path):
+    # SIGKILL in the middle of SFT, of a reward model and of a PPO run, resuming each time
+    for snapshot in ("sft.partial.pt", "reward_cot.partial.pt", "ppo_text2grad_1.partial.pt"):
+        code, _ = stop_when(tmp_path, snapshot, signal.SIGKILL)
+        assert code == -signal.SIGKILL, f"the run ended before {snapshot} appeared"
+        assert not (tmp_path / "summarize" / "results.json").exists()
+    text2grad.main(["--preset", "tiny", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
+    assert metrics(tmp_path / "summarize" / "results.json") == metrics(run_all / "summarize" / "results.json")
+
+
+@pytest.mark.slow
+def test_ctrl_c_saves_and_resume_finishes(run_all, tmp_path):
+    code, err = stop_when(tmp_path, "ppo_ppo_scalar_0.partial.pt", signal.SIGINT)
+    assert code == 130 and "--resume" in err and "Traceback" not in err
+    progress = json.loads((tmp_path / "summarize" / "progress.json").read_text())
+    assert "reward/scalar" in progress["done"] and "ppo/ppo_scalar/0" not in progress["done"]
+    text2grad.main(["--preset", "tiny", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
+    assert metrics(tmp_path / "summarize" / "results.json") == metrics(run_all / "summarize" / "results.json")

@@ -1,0 +1,112 @@
+"""checkpoint.py inside the training loops: a loop stopped and resumed from its snapshot ends with
+exactly the weights of a loop never stopped, and runs only the steps that were left; a NaN stops
+training and leaves the last good state on disk."""
+import copy
+
+import pytest
+import torch
+
+import checkpoint
+import ppo
+from checkpoint import Diverged, Interrupted, Snapshots
+from model import GPT, GPTConfig, fit
+
+PAD, EOS = 0, 2
+
+
+@pytest.fixture
+def stop():
+    """Ask for a stop as Ctrl-C would; always cleared afterwards."""
+    yield lambda: checkpoint._stop.update(requested=True)
+    checkpoint._stop.update(requested=False)
+
+
+def tiny_gpt():
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=12, block_size=32, n_layer=1, n_head=2, n_embd=16))
+
+
+def regression(model, calls, stop_after=None, nan_at=None, stop=None):
+    """batch_loss for fit: next-token loss on random rows drawn with the loop's rng; records the
+    steps it was called for."""
+    def batch_loss(step, rng):
+        calls.append(step)
+        rows = torch.tensor([[rng.randrange(3, 12) for _ in range(8)] for _ in range(4)])
+        _, logits = model(rows[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), rows[:, 1:].flatten())
+        if step == stop_after:
+            stop()
+        if step == nan_at:
+            loss = loss * float("nan")
+        return loss, {}
+    return batch_loss
+
+
+def test_fit_stopped_and_resumed_equals_fit_straight(tmp_path, stop):
+    straight, calls = tiny_gpt(), []
+    losses = fit(straight, regression(straight, calls), steps=10, lr=1e-2, warmup=2, seed=3)
+
+    path = str(tmp_path / "fit.partial.pt")
+    first, calls_first = tiny_gpt(), []
+    with pytest.raises(Interrupted):
+        fit(first, regression(first, calls_first, stop_after=4, stop=stop), steps=10, lr=1e-2, warmup=2, seed=3,
+            snapshots=Snapshots(path, every_s=1e9))  # saved only because of the stop
+    checkpoint._stop.update(requested=False)
+    second, calls_second = tiny_gpt(), []
+    resumed = fit(second, regression(second, calls_second), steps=10, lr=1e-2, warmup=2, seed=3,
+                  snapshots=Snapshots(path, every_s=1e9))
+    assert calls_first == [0, 1, 2, 3, 4] and calls_second == [5, 6, 7, 8, 9]
+    assert resumed == losses
+    for p, q in zip(second.state_dict().values(), straight.state_dict().values()):
+        assert torch.equal(p, q)
+
+
+def test_nan_stops_fit_and_the_snapshot_is_the_last_good_step(tmp_path, stop):
+    path = str(tmp_path / "fit.partial.pt")
+    model, calls = tiny_gpt(), []
+    with pytest.raises(Diverged) as error:
+        fit(model, regression(model, calls, nan_at=3), steps=10, lr=1e-2, seed=3, snapshots=Snapshots(path, every_s=0))
+    assert "the loss is nan at step 3" in str(error.value) and f"{path} (step 3)" in str(error.value)
+    saved = torch.load(path, weights_only=True)
+    assert saved["step"] == 3
+    # the weights after steps 0, 1, 2 of a clean 10-step run (same schedule), stopped there
+    clean, calls = tiny_gpt(), []
+    with pytest.raises(Interrupted):
+        fit(clean, regression(clean, calls, stop_after=2, stop=stop), steps=10, lr=1e-2, seed=3)
+    for name, value in clean.state_dict().items():
+        assert torch.equal(saved["model"][name], value)
+
+
+def test_ppo_train_stopped_and_resumed_equals_straight(tmp_path, stop):
+    config = ppo.PPOConfig(max_new_tokens=6, batch_size=8, minibatch_size=4, epochs=2, updates=4, lr=3e-3)
+    policy = tiny_gpt().eval()
+    prompts = [[1, 3 + i % 8] for i in range(16)]
+    evaluate = lambda gpt: sum(p.sum().item() for p in gpt.parameters())
+
+    def train(reward, snapshots=None):
+        model = ppo.ActorCritic(copy.deepcopy(policy))
+        curve, history = ppo.train(model, policy, prompts, reward, EOS, PAD, config, seed=5, evaluate=evaluate,
+                                   eval_every=2, snapshots=snapshots)
+        return model, curve, history
+
+    def blame_sevens(indices, tokens, mask):
+        return -((tokens == 7) & mask.bool()).float()
+
+    straight, curve, history = train(blame_sevens)
+    seen = []
+
+    def stop_after_two(indices, tokens, mask):
+        seen.append(indices)
+        if len(seen) == 2:
+            stop()
+        return blame_sevens(indices, tokens, mask)
+
+    path = str(tmp_path / "ppo.partial.pt")
+    with pytest.raises(Interrupted):
+        train(stop_after_two, Snapshots(path, every_s=1e9))
+    checkpoint._stop.update(requested=False)
+    resumed, curve2, history2 = train(lambda *a: (seen.append(a[0]), blame_sevens(*a))[1], Snapshots(path, every_s=1e9))
+    assert len(seen) == 4  # two updates, then the two that were left
+    assert curve2 == curve and history2 == history
+    for p, q in zip(resumed.state_dict().values(), straight.state_dict().values()):
+        assert torch.equal(p, q)
