@@ -120,7 +120,7 @@ def results_table(results, metric):
                      f"{LABELS.get(name, escape(name))}", num(m["score"]), num(m["ci95"]), num(m["curve"][-1][1]),
                      seeds, "" if name == "sft" else str(convergence.get(name) or "not reached"),
                      num(m.get("time_s"), 0) if name != "sft" else ""])
-    return table([f"method", f"test {metric} (mean)", "± 95%", "final validation", "per seed",
+    return table(["method", f"test {metric} (mean)", "± 95%", "final validation", "per seed",
                   "first update at scalar PPO's final level", "PPO time (s)"], rows)
 
 
@@ -170,10 +170,11 @@ def curves_svg(methods, metric, width=640, height=300):
 def showcase_section(entries, metric):
     if not entries:
         return '<p class="note">no showcase in this results.json (written by an older version: run again)</p>'
-    out = [f'<p>Each token is coloured by its delta: <span class="poor">&nbsp;poor (-1)&nbsp;</span> '
-           f'<span class="good">&nbsp;good (+1)&nbsp;</span> neutral (0) uncoloured. The critic is the '
-           f'task\'s programmatic annotator (the ground truth); the reward model is Text2Grad\'s, which writes '
-           f'its critique first and then labels the tokens. These deltas are the per-token rewards of PPO.</p>']
+    out = ['<p>Each token is coloured by its delta: <span class="poor">&nbsp;poor (-1)&nbsp;</span> '
+           '<span class="good">&nbsp;good (+1)&nbsp;</span> neutral (0) uncoloured. The critic is the '
+           'task\'s programmatic annotator (the ground truth); the reward model is Text2Grad\'s, which writes '
+           'its critique first and then labels the tokens. The reward model\'s deltas are the per-token '
+           'rewards Text2Grad\'s PPO receives.</p>']
     for entry in entries:
         card = [row("prompt", f'<div class="tokens">{escape(entry["prompt"])}</div>'),
                 row("reference", f'<div class="tokens">{escape(entry["reference"])}</div>')]

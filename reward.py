@@ -35,7 +35,6 @@ the paper's annotation shape plus the text it annotates; swap in your own (an LL
 labels are re-derived by align.py.
 """
 import json
-import random
 
 import torch
 import torch.nn as nn
@@ -57,28 +56,47 @@ def annotate(task, examples, responses):
     return [{"prompt": e.prompt, "response": r, **task.critique(e, r)} for e, r in zip(examples, responses)]
 
 
-def read_jsonl(path):
-    """Records of a JSONL file; a line that is not a JSON object with a prompt and a response
-    raises ValueError naming the file and the line."""
+def read_jsonl(path, check=None):
+    """Records of a JSONL file, each tagged with "_source": "path, line n" for error messages. A line
+    that is not UTF-8, not JSON, not an object with string "prompt" and "response", or that
+    check(record) rejects (it raises ValueError), raises ValueError naming the file and the line."""
     records = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            where = f"{path}, line {n}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{where}: not UTF-8 text (byte 0x{raw[error.start]:02x} at column "
+                                 f"{error.start + 1}); save the file as UTF-8") from None
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as error:
-                raise ValueError(f"{path}, line {n}: not valid JSON ({error.msg})") from None
+                raise ValueError(f"{where}: not valid JSON ({error.msg} at column {error.colno})") from None
             if not isinstance(record, dict) or not all(isinstance(record.get(k), str) for k in ("prompt", "response")):
-                raise ValueError(f"{path}, line {n}: a record needs string fields \"prompt\" and \"response\"")
-            records.append(record)
+                raise ValueError(f"{where}: a record needs string fields \"prompt\" and \"response\"")
+            if check is not None:
+                try:
+                    check(record)
+                except ValueError as error:
+                    raise ValueError(f"{where}: {error}") from None
+            records.append({**record, "_source": where})
     return records
+
+
+def check_annotation(record):
+    """What an annotated record needs beyond a prompt and a response (ValueError if it lacks it)."""
+    if not record["response"].strip():
+        raise ValueError("the response is empty; remove the record")
+    parse_annotation({k: v for k, v in record.items() if k not in ("prompt", "response", "_source")})
 
 
 def encode_record(tokenizer, record):
     """Token ids of prompt, response and critique, and delta (-1/0/+1) per response token.
     Returns (item, alignment stats)."""
-    annotation = parse_annotation({k: v for k, v in record.items() if k not in ("prompt", "response")})
+    annotation = parse_annotation({k: v for k, v in record.items() if k not in ("prompt", "response", "_source")})
     response_ids = tokenizer.encode(record["response"])
     delta, stats = align(record["response"], tokenizer.offsets(response_ids), annotation)
     item = {"prompt": tokenizer.encode(record["prompt"]), "response": response_ids,

@@ -15,6 +15,8 @@ Run `python text2grad.py --help` for the flags. Everything a run makes goes into
                                 showcase, wall time per stage
     report.html                 the run as one self-contained page (report.py); a --task all run
                                 also writes one for all tasks into --out
+    progress.json               the stages finished so far and what they measured (for --resume)
+    {loop}.partial.pt           a running training loop's snapshot (for --resume), removed when done
 
 Seeds: --seeds N repeats the PPO stage N times (seed, seed+1, ...), each method from the same SFT
 policy and reward models; the interval over seeds is therefore the spread of PPO itself (rollout
@@ -44,8 +46,8 @@ from align import align
 from data import SPLITS, get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig, fit, generate
-from reward import (RewardModel, annotate, colour_tokens, encode_record, evaluate_reward_model, layout,
-                    read_jsonl, train_reward_model)
+from reward import (RewardModel, annotate, check_annotation, colour_tokens, encode_record, evaluate_reward_model,
+                    layout, read_jsonl, train_reward_model)
 
 # Sizes a run may pick with --preset. "small" is a first look: about two minutes on 2 CPU cores.
 # ppo: PPOConfig fields; eval_every: updates between points of the validation curve.
@@ -73,6 +75,7 @@ MAX_NEW_TOKENS = 64  # longest response the policy may write; demonstrations fit
 # own spans, an upper bound on what a perfect span reward model would give.
 METHODS = {"ppo_scalar": "scalar", "text2grad": "span", "text2grad_no_cot": "no-cot", "oracle": "oracle"}
 CREDIT_PROBE = 64  # criticised responses in the credit-landing batch
+MAX_SKIPPED = 0.1  # the share of a split's annotated records that may be skipped (a span not in the response)
 SHOWN = 6          # test prompts the report shows token by token (the first whose SFT response is blamed)
 CREDIT_SHOWN = 3   # credit-landing responses the report shows token by token
 
@@ -288,7 +291,7 @@ def read_annotations(folder):
     for split in SPLITS:
         path = os.path.join(folder, f"annotations_{split}.jsonl")
         try:
-            records[split] = read_jsonl(path)
+            records[split] = read_jsonl(path, check=check_annotation)
         except OSError as error:
             fail(f"--annotations: cannot read {path} ({error.strerror})")
         except ValueError as error:
@@ -297,24 +300,47 @@ def read_annotations(folder):
 
 
 def encode_records(tokenizer, records, block_size):
-    """Encoded items (reward.encode_record) and statistics. A critique too long for the block (cot
+    """(records kept, their encoded items (reward.encode_record), statistics). A record whose
+    critique quotes a span that is not in its response is skipped and counted (the run stops if
+    they pass MAX_SKIPPED of a split, see check_skipped). A critique too long for the block (cot
     layout) is cut at the end: dropping the record instead would drop the long, rambling responses,
-    which are the ones most worth criticising."""
-    items, truncated = [], 0
+    which are the ones most worth criticising. A prompt and response that alone overflow the block
+    raise ValueError naming the record."""
+    kept, items, truncated = [], [], 0
     totals = {"spans": 0, "unaligned": 0, "labelled_tokens": 0, "tokens": 0}
-    for record in records:
+    for i, record in enumerate(records):
         item, stats = encode_record(tokenizer, record)
         for k in totals:
             totals[k] += stats[k]
+        if stats["unaligned"]:
+            continue
         overflow = len(layout(tokenizer, item, "span", cot=True)[0]) - block_size
+        if overflow > len(item["critique"]):
+            raise ValueError(f"{record.get('_source', f'record {i + 1}')}: prompt and response take "
+                             f"{overflow - len(item['critique']) + block_size} tokens with the reward model's "
+                             f"markers, more than the block size {block_size}; shorten or remove the record")
         if overflow > 0:
             item["critique"] = item["critique"][:len(item["critique"]) - overflow]
             truncated += 1
+        kept.append(record)
         items.append(item)
-    return items, {"spans": totals["spans"], "unaligned": totals["unaligned"],
-                   "unaligned_rate": totals["unaligned"] / max(1, totals["spans"]),
-                   "labelled_token_share": totals["labelled_tokens"] / max(1, totals["tokens"]),
-                   "critiques_truncated": truncated, "records": len(records)}
+    return kept, items, {"spans": totals["spans"], "unaligned": totals["unaligned"],
+                         "unaligned_rate": totals["unaligned"] / max(1, totals["spans"]),
+                         "labelled_token_share": totals["labelled_tokens"] / max(1, totals["tokens"]),
+                         "critiques_truncated": truncated, "records": len(records),
+                         "skipped": len(records) - len(kept)}
+
+
+def check_skipped(stats, where):
+    """Report skipped records; stop the run when they pass MAX_SKIPPED of the split."""
+    if stats["skipped"]:
+        share = stats["skipped"] / max(1, stats["records"])
+        message = (f"{where}: {stats['skipped']} of {stats['records']} records ({share:.1%}) quote a span that is "
+                   f"not in their response")
+        if share > MAX_SKIPPED:
+            fail(f"{message}, more than the {MAX_SKIPPED:.0%} allowed; check that the spans are copied "
+                 f"verbatim from the responses")
+        print(f"{message}; skipped")
 
 
 def reward_stage(policy, tokenizer, records, encoded, preset, device, seed, out, progress):
@@ -565,12 +591,17 @@ def run(args):
     if "annotate" not in progress:
         progress.finish("annotate", {}, start)
 
-    encoded = {split: encode_records(tokenizer, records[split], model.config.block_size) for split in records}
-    alignment = {split: stats for split, (_, stats) in encoded.items()}
+    encoded, alignment = {}, {}
+    for split in SPLITS:
+        try:
+            records[split], encoded[split], alignment[split] = encode_records(tokenizer, records[split],
+                                                                              model.config.block_size)
+        except ValueError as error:
+            fail(str(error))
+        check_skipped(alignment[split], os.path.join(args.annotations or args.out, f"annotations_{split}.jsonl"))
     spans = sum(a["spans"] for a in alignment.values())
-    results["reward_model"], reward_models = reward_stage(model, tokenizer, records,
-                                                          {split: items for split, (items, _) in encoded.items()},
-                                                          preset, device, args.seed, args.out, progress)
+    results["reward_model"], reward_models = reward_stage(model, tokenizer, records, encoded, preset, device,
+                                                          args.seed, args.out, progress)
     results["alignment"] = {"unaligned_rate": sum(a["unaligned"] for a in alignment.values()) / max(1, spans),
                             **alignment}
     rm = results["reward_model"]
@@ -701,11 +732,11 @@ def main(argv=None):
                         help="how often a training loop saves its snapshot for --resume (default 60)")
     args = parser.parse_args(argv)
     if args.seeds < 1:
-        parser.error("--seeds must be at least 1")
+        fail("--seeds must be at least 1")
     if args.checkpoint_every < 0:
-        parser.error("--checkpoint-every must be 0 or more seconds")
+        fail("--checkpoint-every must be 0 or more seconds")
     if args.resume and not os.path.isdir(args.out):
-        parser.error(f"--resume: {args.out} does not exist, so there is nothing to resume")
+        fail(f"--resume: {args.out} does not exist, so there is nothing to resume; run without --resume")
     signal.signal(signal.SIGINT, on_sigint)
     for name in (["summarize", "code", "qa"] if args.task == "all" else [args.task]):
         try:

@@ -1,0 +1,118 @@
+"""Bad input ends a run with one line naming the file, the line or record and what to do, exit
+status 2, no traceback, and no output written; a few unusable records are skipped and counted."""
+import json
+import os
+
+import pytest
+import torch
+
+import text2grad
+from data import get_task, make_splits
+from data.tokenizer import Tokenizer, training_texts
+from model import GPT, GPTConfig
+
+GOOD = {"prompt": "I am Yuki (34). My landlord raised my rent by 270 dollars.", "response": "Yuki's rent rose.",
+        "textual_feedback": "Fine.", "good_spans": ["Yuki"], "poor_spans": []}
+
+
+def write_annotations(folder, train_lines):
+    """annotations_{split}.jsonl with train_lines (raw bytes or records) in train, good records elsewhere."""
+    folder.mkdir(exist_ok=True)
+    for split in ("train", "validation", "test"):
+        lines = train_lines if split == "train" else [GOOD] * 3
+        data = b"".join((line if isinstance(line, bytes) else json.dumps(line).encode()) + b"\n" for line in lines)
+        (folder / f"annotations_{split}.jsonl").write_bytes(data)
+
+
+def run_fails(capsys, argv):
+    """Run text2grad.main(argv), expect exit status 2; return the error text (one line)."""
+    with pytest.raises(SystemExit) as exit:
+        text2grad.main(argv)
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and "Traceback" not in err
+    assert err.count("\n") == 1, err
+    return err
+
+
+@pytest.mark.parametrize("line, message", [
+    (b'{"prompt": "p", "response": ', "line 2: not valid JSON"),
+    (json.dumps({"prompt": "p", "response": "r", "good_spans": [], "poor_spans": []}).encode(),
+     "line 2: textual_feedback is missing"),
+    (json.dumps({**GOOD, "poor_spans": "rent"}).encode(), "line 2: poor_spans must be a list of strings"),
+    (json.dumps({**GOOD, "response": "  "}).encode(), "line 2: the response is empty"),
+    (json.dumps({**GOOD, "response": "caf"}).encode()[:-2] + b'\xe9"}', "line 2: not UTF-8 text (byte 0xe9"),
+    (json.dumps({"prompt": "p"}).encode(), 'line 2: a record needs string fields "prompt" and "response"'),
+])
+def test_malformed_annotation_file(tmp_path, capsys, line, message):
+    write_annotations(tmp_path / "ann", [GOOD, line, GOOD])
+    out = tmp_path / "out"
+    err = run_fails(capsys, ["--annotations", str(tmp_path / "ann"), "--preset", "tiny", "--out", str(out)])
+    assert f"annotations_train.jsonl, {message}" in err
+    assert not out.exists()  # checked before any work: nothing written
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seeds", "0"], "--seeds must be at least 1"),
+    (["--checkpoint-every", "-1"], "--checkpoint-every must be 0 or more"),
+    (["--resume"], "nothing to resume"),
+    (["--annotations", "/no/such/folder"], "cannot read /no/such/folder/annotations_train.jsonl"),
+])
+def test_impossible_flags(tmp_path, capsys, argv, message):
+    out = tmp_path / "never"
+    err = run_fails(capsys, ["--preset", "tiny", "--out", str(out)] + argv)
+    assert message in err and not out.exists()
+
+
+def test_resume_with_other_flags_is_refused(tmp_path, capsys):
+    out = tmp_path / "run" / "summarize"
+    out.mkdir(parents=True)
+    (out / "progress.json").write_text(json.dumps({"identity": {"task": "summarize", "preset": "small", "seed": 0,
+                                                                "seeds": 1, "annotations": None}, "done": {}}))
+    err = run_fails(capsys, ["--preset", "tiny", "--seeds", "1", "--out", str(tmp_path / "run"), "--resume"])
+    assert "was started with preset 'small', not 'tiny'" in err
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    task = get_task("summarize")
+    return Tokenizer.train(training_texts(task, make_splits(task, {"train": 40, "validation": 5, "test": 5}, 0)), 400)
+
+
+def test_checkpoint_of_another_size_or_tokenizer(tmp_path, capsys, tokenizer):
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=64, n_layer=1, n_head=2, n_embd=16)
+    path = str(tmp_path / "sft.pt")
+    text2grad.save_checkpoint(path, GPT(config), tokenizer, step=5)
+    model, _, step = text2grad.load_checkpoint(path, tokenizer=tokenizer, config=config)
+    assert step == 5
+    bigger = GPTConfig(**{**config.__dict__, "n_layer": 2})
+    with pytest.raises(SystemExit):
+        text2grad.load_checkpoint(path, tokenizer=tokenizer, config=bigger)
+    assert "holds a model of another size: n_layer 1 (expected 2)" in capsys.readouterr().err
+    other = Tokenizer.train(["completely different text " * 20], 300)
+    with pytest.raises(SystemExit):
+        text2grad.load_checkpoint(path, tokenizer=other, config=config)
+    assert "was made with another tokenizer" in capsys.readouterr().err
+    (tmp_path / "broken.pt").write_bytes(open(path, "rb").read()[:100])  # a save cut short
+    with pytest.raises(SystemExit):
+        text2grad.load_checkpoint(str(tmp_path / "broken.pt"))
+    assert "is not a checkpoint this code wrote" in capsys.readouterr().err
+
+
+def test_records_quoting_absent_spans_are_skipped_and_counted(tmp_path, capsys, tokenizer):
+    bad = {**GOOD, "poor_spans": ["a phrase that is nowhere"]}
+    records = [dict(GOOD, _source=f"f, line {i}") for i in range(19)] + [dict(bad, _source="f, line 20")]
+    kept, items, stats = text2grad.encode_records(tokenizer, records, block_size=256)
+    assert len(kept) == len(items) == 19 and stats["skipped"] == 1 and stats["unaligned"] == 1
+    assert all(r["poor_spans"] == [] for r in kept)
+    text2grad.check_skipped(stats, "f")  # 5%: reported, the run goes on
+    assert "1 of 20 records (5.0%) quote a span that is not in their response; skipped" in capsys.readouterr().out
+    _, _, stats = text2grad.encode_records(tokenizer, records[:8] + [records[-1]] * 2, block_size=256)
+    with pytest.raises(SystemExit):
+        text2grad.check_skipped(stats, "f")  # 20%: stop
+    assert "more than the 10% allowed" in capsys.readouterr().err
+
+
+def test_record_longer_than_the_block_names_its_line(tokenizer):
+    long = dict(GOOD, response="Yuki's rent rose. " * 40, _source="annotations_train.jsonl, line 7")
+    with pytest.raises(ValueError, match="annotations_train.jsonl, line 7: prompt and response take"):
+        text2grad.encode_records(tokenizer, [long], block_size=64)
