@@ -18,6 +18,8 @@ import time
 
 import torch
 
+import parallel
+
 
 class Interrupted(Exception):
     """Ctrl-C asked the run to stop; the message says what was saved."""
@@ -43,14 +45,17 @@ def stop_requested():
 
 def atomic_save(obj, path):
     """Write to a temporary file, then rename: an interrupted save never leaves a half-written file.
-    Strings are written as UTF-8 text, anything else with torch.save."""
-    tmp = f"{path}.tmp"
-    if isinstance(obj, str):
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(obj)
-    else:
-        torch.save(obj, tmp)
-    os.replace(tmp, path)
+    Strings are written as UTF-8 text, anything else with torch.save.
+    Under torchrun, rank 0 writes and every rank waits for the file (parallel.py)."""
+    if parallel.main_process():
+        tmp = f"{path}.tmp"
+        if isinstance(obj, str):
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(obj)
+        else:
+            torch.save(obj, tmp)
+        os.replace(tmp, path)
+    parallel.barrier()
 
 
 class Snapshots:

@@ -21,6 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm import tqdm
 
+import parallel
 from checkpoint import Snapshots
 
 
@@ -206,14 +207,15 @@ def fit(model, batch_loss, steps, lr, warmup=0, desc="train", seed=0, snapshots=
     """The optimisation loop SFT and the reward models share: Adam (no weight decay: the models are
     tiny and the data plentiful), linear warm-up over `warmup` steps, then cosine decay to 10% of lr,
     gradients clipped to norm 1. batch_loss(step, rng) -> (loss, {name: float} to show), where rng
-    is the loop's random.Random(seed). Returns the loss per step.
+    is the loop's random.Random(seed); under torchrun batch_loss should call parallel.wrap(model),
+    which averages the gradients over ranks. Returns the loss per step.
     snapshots (checkpoint.Snapshots): resume from its saved state if there is one, save it as the
     loop goes; a NaN or infinite loss or gradient norm stops the loop (checkpoint.Diverged)."""
     snapshots = snapshots or Snapshots()
-    rng = random.Random(seed)
+    rng = random.Random(seed + 1_000_003 * parallel.rank())  # under torchrun, each rank its own batches
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.95))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: (s + 1) / warmup if s < warmup else
-                                                 0.1 + 0.45 * (1 + math.cos(math.pi * (s - warmup) / (steps - warmup))))
+                                                 0.1 + 0.45 * (1 + math.cos(math.pi * (s - warmup) / max(1, steps - warmup))))
     losses, start, state = [], 0, snapshots.load()
     if state is not None:
         model.load_state_dict(state["model"])
@@ -222,7 +224,8 @@ def fit(model, batch_loss, steps, lr, warmup=0, desc="train", seed=0, snapshots=
         rng.setstate(state["rng"])
         losses, start = state["losses"], state["step"]
     model.train()
-    bar = tqdm(range(start, steps), initial=start, total=steps, desc=desc, leave=False)
+    bar = tqdm(range(start, steps), initial=start, total=steps, desc=desc, leave=False,
+               disable=not parallel.main_process())
     for step in bar:
         loss, parts = batch_loss(step, rng)
         snapshots.check_finite("the loss", loss.item(), step, desc)

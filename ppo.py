@@ -34,6 +34,7 @@ import torch
 import torch.nn as nn
 from tqdm import tqdm
 
+import parallel
 from checkpoint import Diverged, Snapshots
 from model import generate, left_pad, token_logprobs
 
@@ -72,9 +73,11 @@ def masked_mean(x, mask):
 
 
 def masked_whiten(x, mask, eps=1e-8):
-    """(x - mean) / std over mask == 1, zero outside the mask."""
-    mean = masked_mean(x, mask)
-    var = masked_mean((x - mean) ** 2, mask)
+    """(x - mean) / std over mask == 1, zero outside the mask. Under torchrun the mean and the
+    variance are over every rank's batch (parallel.all_sum), as one process would see it."""
+    count = parallel.all_sum(mask.sum()).clamp(min=1)
+    mean = parallel.all_sum((x * mask).sum()) / count
+    var = parallel.all_sum(((x - mean) ** 2 * mask).sum()) / count
     return (x - mean) * torch.rsqrt(var + eps) * mask
 
 
@@ -319,7 +322,7 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
             logits, values = model(batch["ids"][mb], batch["attention_mask"][mb], batch["start"], mask.shape[1])
             loss, stats = loss_fn(logits, values, batch["tokens"][mb], mask[mb], batch["logprobs"][mb],
                                   batch["values"][mb], advantages[mb], returns[mb], *coefficients)
-            if stats[-1].item() > config.max_ratio:
+            if parallel.all_mean(stats[-1]).item() > config.max_ratio:  # every rank decides alike
                 skipped += 1
                 continue
             if not math.isfinite(loss.item()):
@@ -330,10 +333,11 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
             optimizer.step()
             totals, steps = totals + stats, steps + 1
             epoch_kl, epoch_steps = epoch_kl + stats[3].item(), epoch_steps + 1
-        if config.target_kl is not None and epoch_steps and epoch_kl / epoch_steps > 1.5 * config.target_kl:
+        mean_kl = parallel.all_mean(torch.tensor(epoch_kl / max(1, epoch_steps), device=device)).item()
+        if config.target_kl is not None and epoch_steps and mean_kl > 1.5 * config.target_kl:
             break
     model.eval()
-    kl_per_response = (kl_tokens.sum(1)).mean().item()
+    kl_per_response = parallel.all_mean(kl_tokens.sum(1).mean()).item()
     kl.update(kl_per_response, B)
     logged = {name: (totals[i] / max(1, steps)).item() for i, name in enumerate(LOSS_STATS)}
     logged.update(reward=rewards.sum(1).mean().item(), score=scores.sum(1).mean().item(), kl_ref=kl_per_response,
@@ -351,9 +355,11 @@ def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, 
     snapshots (checkpoint.Snapshots): resume from its saved state if there is one (weights,
     optimizer, KL coefficient, the three random states, curve and history), save it as the loop goes."""
     snapshots = snapshots or Snapshots()
-    rng = random.Random(seed)
-    generator = torch.Generator(next(model.parameters()).device).manual_seed(seed)
-    cpu_generator = torch.Generator().manual_seed(seed)
+    net = parallel.wrap(model)             # the module the PPO step calls; model itself with one process
+    rank_seed = seed + 1_000_003 * parallel.rank()  # under torchrun, each rank its own prompts and samples
+    rng = random.Random(rank_seed)
+    generator = torch.Generator(next(model.parameters()).device).manual_seed(rank_seed)
+    cpu_generator = torch.Generator().manual_seed(rank_seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.95), eps=1e-5)
     kl = KLController(config.beta, config.kl_target)
     state = snapshots.load()
@@ -366,13 +372,14 @@ def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, 
         generator.set_state(state["generator"])
         cpu_generator.set_state(state["cpu_generator"])
         kl.beta, curve, history, start = state["beta"], [tuple(p) for p in state["curve"]], state["history"], state["step"]
-    bar = tqdm(range(start + 1, config.updates + 1), initial=start, total=config.updates, desc=desc, leave=False)
+    bar = tqdm(range(start + 1, config.updates + 1), initial=start, total=config.updates, desc=desc, leave=False,
+               disable=not parallel.main_process())
     for update in bar:
         indices = rng.sample(range(len(prompts)), config.batch_size)
         batch = rollout(model, reference, [prompts[i] for i in indices], eos_id, pad_id, config, generator)
         scores = reward_fn(indices, batch["tokens"], batch["mask"])
         try:
-            history.append(ppo_iteration(model, optimizer, batch, scores, kl, config, cpu_generator))
+            history.append(ppo_iteration(net, optimizer, batch, scores, kl, config, cpu_generator))
         except Diverged as error:
             snapshots.diverged(str(error), update, desc)
         bar.set_postfix({k: f"{history[-1][k]:.3f}" for k in ("score", "kl_ref", "approx_kl")}, refresh=False)

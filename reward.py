@@ -40,6 +40,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import parallel
 from align import align, parse_annotation
 from data.metrics import rouge_l
 from model import fit, generate, left_pad
@@ -177,6 +178,10 @@ class RewardModel(nn.Module):
             loss = loss + critique
         return loss, parts
 
+    def forward(self, ids, critique_targets, span_labels, score_position, scores=None):
+        """The training loss, as forward: DistributedDataParallel (parallel.wrap) hooks forward."""
+        return self.loss(ids, critique_targets, span_labels, score_position, scores)
+
     @torch.no_grad()
     def predict(self, tokenizer, prompts, responses, batch_size=64):
         """(prompt, response) pairs -> (critiques, deltas): the critique the model writes (greedy;
@@ -228,11 +233,13 @@ def train_reward_model(model, tokenizer, items, steps, batch_size, lr, device, s
         counts = torch.bincount(torch.tensor([d + 1 for item in items for d in item["delta"]]), minlength=3).float()
         model.class_weights.copy_((counts.sum() / (3 * counts.clamp(min=1))).sqrt())
 
+    net = parallel.wrap(model)
+
     def batch_loss(step, rng):
         batch = rng.sample(items, batch_size)
         ids, critique_targets, span_labels, score_position = collate(tokenizer, batch, model.kind, model.cot, device)
         scores = torch.tensor([float(sum(item["delta"])) for item in batch], device=device)
-        return model.loss(ids, critique_targets, span_labels, score_position, scores)
+        return net(ids, critique_targets, span_labels, score_position, scores)
 
     return fit(model, batch_loss, steps, lr, desc=desc, seed=seed, snapshots=snapshots)
 

@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+import parallel
 import ppo
 import report
 from checkpoint import Diverged, Interrupted, Snapshots, atomic_save, on_sigint, stop_requested
@@ -82,7 +83,8 @@ CREDIT_SHOWN = 3   # credit-landing responses the report shows token by token
 
 def fail(message):
     """Bad input ends the run with one line on stderr and exit status 2, never a traceback."""
-    print(f"text2grad: error: {message}", file=sys.stderr)
+    if parallel.main_process():
+        print(f"text2grad: error: {message}", file=sys.stderr)
     sys.exit(2)
 
 
@@ -143,8 +145,9 @@ class Progress:
         self.out, self.identity, self.every_s, self.done = out, identity, every_s, {}
         self.path = os.path.join(out, "progress.json")
         if not resume:
-            for stale in glob.glob(os.path.join(out, "*.partial.pt")):
+            for stale in glob.glob(os.path.join(out, "*.partial.pt")) if parallel.main_process() else []:
                 os.remove(stale)
+            parallel.barrier()
             return
         try:
             with open(self.path, encoding="utf-8") as f:
@@ -175,7 +178,10 @@ class Progress:
             raise Interrupted(f"stopped after the stage {stage}")
 
     def snapshots(self, name):
-        return Snapshots(os.path.join(self.out, f"{name}.partial.pt"), self.every_s)
+        """The snapshot of a training loop. Under torchrun there is none: each rank's random states
+        differ, so an interrupted loop starts over on --resume (finished stages are still skipped)."""
+        return Snapshots(os.path.join(self.out, f"{name}.partial.pt") if parallel.world_size() == 1 else None,
+                         self.every_s)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,9 +209,11 @@ def sft_batch(tokenizer, examples, device):
 
 def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed, snapshots=None):
     """Next-token cross-entropy on the demonstrations (model.fit, 5% warm-up). Returns the loss per step."""
+    net = parallel.wrap(model)
+
     def batch_loss(step, rng):
         inputs, targets, loss_mask = sft_batch(tokenizer, rng.sample(examples, batch_size), device)
-        _, logits = model(inputs)                                                          # (B, T, V)
+        _, logits = net(inputs)                                                            # (B, T, V)
         nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")  # (B*T,)
         loss = (nll * loss_mask.flatten()).sum() / loss_mask.sum()  # mean over response tokens
         return loss, {"loss": loss.item()}
@@ -230,7 +238,7 @@ def policy_prompt(tokenizer, prompt):
 def respond(model, tokenizer, prompts, greedy=True, temperature=1.0, batch_size=100, generator=None, desc="generate"):
     """Responses to prompt strings: (texts, token ids), each up to, not including, the EOS."""
     texts, ids = [], []
-    for i in tqdm(range(0, len(prompts), batch_size), desc=desc, leave=False):
+    for i in tqdm(range(0, len(prompts), batch_size), desc=desc, leave=False, disable=not parallel.main_process()):
         chunk = [policy_prompt(tokenizer, p) for p in prompts[i:i + batch_size]]
         tokens, _, mask = generate(model, chunk, MAX_NEW_TOKENS, tokenizer.eos_id, tokenizer.pad_id,
                                    temperature=temperature, greedy=greedy, generator=generator)
@@ -526,7 +534,7 @@ def run(args):
     --resume, finished stages are loaded from their files instead of run again, and a training
     loop that was stopped continues from its snapshot."""
     preset = PRESETS[args.preset]
-    device = pick_device(args.device)
+    device = parallel.init(pick_device(args.device))  # under torchrun: this rank's device
     if args.compile is None:
         args.compile = device.startswith("cuda")
     task = get_task(args.task)

@@ -1,10 +1,8 @@
 """Bad input ends a run with one line naming the file, the line or record and what to do, exit
 status 2, no traceback, and no output written; a few unusable records are skipped and counted."""
 import json
-import os
 
 import pytest
-import torch
 
 import text2grad
 from data import get_task, make_splits
