@@ -110,3 +110,21 @@ def test_ppo_train_stopped_and_resumed_equals_straight(tmp_path, stop):
     assert curve2 == curve and history2 == history
     for p, q in zip(resumed.state_dict().values(), straight.state_dict().values()):
         assert torch.equal(p, q)
+
+
+def test_nan_reward_stops_ppo_naming_the_update(tmp_path):
+    config = ppo.PPOConfig(max_new_tokens=6, batch_size=8, minibatch_size=4, epochs=1, updates=3)
+    policy = tiny_gpt().eval()
+    model = ppo.ActorCritic(copy.deepcopy(policy))
+    calls = []
+
+    def nan_on_second_update(indices, tokens, mask):
+        calls.append(1)
+        return mask.float() * (float("nan") if len(calls) == 2 else 1.0)
+
+    path = str(tmp_path / "ppo.partial.pt")
+    with pytest.raises(Diverged) as error:
+        ppo.train(model, policy, [[1, 3 + i % 8] for i in range(16)], nan_on_second_update, EOS, PAD, config,
+                  snapshots=Snapshots(path, every_s=0))
+    assert "the PPO loss is nan" in str(error.value) and "at step 2" in str(error.value)
+    assert f"{path} (step 1)" in str(error.value) and torch.load(path, weights_only=True)["step"] == 1
