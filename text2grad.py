@@ -144,6 +144,9 @@ class Progress:
     def __init__(self, out, identity, resume, every_s):
         self.out, self.identity, self.every_s, self.done = out, identity, every_s, {}
         self.path = os.path.join(out, "progress.json")
+        if resume and not os.path.exists(self.path):  # this task never finished a stage (--task all)
+            print(f"--resume: {out} has no finished stage; starting it from the beginning")
+            resume = False
         if not resume:
             for stale in glob.glob(os.path.join(out, "*.partial.pt")) if parallel.main_process() else []:
                 os.remove(stale)
@@ -153,8 +156,6 @@ class Progress:
             with open(self.path, encoding="utf-8") as f:
                 saved = json.load(f)
             old, self.done = saved["identity"], saved["done"]
-        except FileNotFoundError:
-            fail(f"--resume: {self.path} does not exist, so there is nothing to resume; run without --resume")
         except (ValueError, KeyError, TypeError):
             fail(f"--resume: {self.path} is damaged; run without --resume to start again")
         for key, value in identity.items():

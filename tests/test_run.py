@@ -98,6 +98,7 @@ def test_ctrl_c_saves_and_resume_finishes(run_all, tmp_path):
     code, err = stop_when(tmp_path, "ppo_ppo_scalar_0.partial.pt", signal.SIGINT)
     assert code == 130 and "--resume" in err and "Traceback" not in err
     progress = json.loads((tmp_path / "summarize" / "progress.json").read_text())
-    assert "reward/scalar" in progress["done"] and "ppo/ppo_scalar/0" not in progress["done"]
+    assert "reward/scalar" in progress["done"] and "showcase" not in progress["done"]
+    assert not (tmp_path / "summarize" / "results.json").exists()
     text2grad.main(["--preset", "tiny", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
     assert metrics(tmp_path / "summarize" / "results.json") == metrics(run_all / "summarize" / "results.json")
