@@ -246,13 +246,13 @@ def reward_model_section(results):
         out.append(f"<p>{n}: test tokens, rows the critic's label, columns the prediction</p>"
                    + table(["critic \\ predicted", "negative", "neutral", "positive"], cells))
     alignment = results.get("alignment", {})
-    rows = [[s, num(a["records"], 0), num(a["spans"], 0), num(a["unaligned"], 0), num(a["unaligned_rate"]),
-             num(a["labelled_token_share"]), num(a.get("critiques_truncated"), 0)]
+    rows = [[s, num(a["records"], 0), num(a.get("skipped"), 0), num(a["spans"], 0), num(a["unaligned"], 0),
+             num(a["unaligned_rate"]), num(a["labelled_token_share"]), num(a.get("critiques_truncated"), 0)]
             for s, a in alignment.items() if isinstance(a, dict)]
     if rows:
         out.append("<p>Alignment of the critic's quoted spans to the tokens of the annotated samples:</p>"
-                   + table(["split", "records", "spans", "unaligned", "unaligned rate", "labelled token share",
-                            "critiques truncated"], rows))
+                   + table(["split", "records", "skipped", "spans", "unaligned", "unaligned rate",
+                            "labelled token share", "critiques truncated"], rows))
     return "".join(out)
 
 
