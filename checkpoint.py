@@ -76,7 +76,7 @@ class Snapshots:
     def step_done(self, step, make_state):
         """Call after each finished step (step = steps done so far). Saves make_state() when due or
         when a stop was asked for; then, for a stop, raises Interrupted."""
-        stop = stop_requested()
+        stop = parallel.any_rank(stop_requested())
         if self.path is not None and (stop or time.monotonic() - self.last_time >= self.every_s):
             atomic_save({**make_state(), "step": step}, self.path)
             self.last_time, self.last_step = time.monotonic(), step
@@ -84,8 +84,8 @@ class Snapshots:
             raise Interrupted(f"stopped after step {step}" + (f", saved to {self.path}" if self.path else ""))
 
     def check_finite(self, what, value, step, desc):
-        """Raise Diverged if value (a float) is NaN or infinite."""
-        if value != value or value in (float("inf"), float("-inf")):
+        """Raise Diverged if value (a float) is NaN or infinite, on this rank or any other."""
+        if parallel.any_rank(value != value or value in (float("inf"), float("-inf"))):
             self.diverged(f"{what} is {value}", step, desc)
 
     def diverged(self, what, step, desc):

@@ -77,6 +77,15 @@ def all_mean(x):
     return all_sum(x) / world_size()
 
 
+def any_rank(flag):
+    """True on every rank if flag (a bool) is True on any rank: decisions that change the control
+    flow (stop, skip, NaN) must be the same everywhere, or the next collective call would hang."""
+    if not active():
+        return flag
+    device = f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu"
+    return all_sum(torch.tensor(float(flag), device=device)).item() > 0
+
+
 def barrier():
     """Wait until every rank gets here (after rank 0 wrote a file the others will read)."""
     if active():

@@ -325,11 +325,14 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
             if parallel.all_mean(stats[-1]).item() > config.max_ratio:  # every rank decides alike
                 skipped += 1
                 continue
-            if not math.isfinite(loss.item()):
-                raise Diverged(f"the PPO loss is {loss.item()} (epoch {epoch}, minibatch {i // config.minibatch_size})")
+            where = f"(epoch {epoch}, minibatch {i // config.minibatch_size})"
+            if parallel.any_rank(not math.isfinite(loss.item())):
+                raise Diverged(f"the PPO loss is {loss.item()} {where}")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            if not math.isfinite(norm.item()):  # averaged over ranks by DDP: the same everywhere
+                raise Diverged(f"the PPO gradient norm is {norm.item()} {where}")
             optimizer.step()
             totals, steps = totals + stats, steps + 1
             epoch_kl, epoch_steps = epoch_kl + stats[3].item(), epoch_steps + 1

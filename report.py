@@ -104,8 +104,8 @@ def num(x, digits=3):
 
 
 def legend(names):
-    return " ".join(f'<span class="swatch" style="background:{COLOURS.get(n, "#000")}"></span> {LABELS.get(n, n)}'
-                    for n in names)
+    return " ".join(f'<span class="swatch" style="background:{COLOURS.get(n, "#000")}"></span> '
+                    f'{LABELS.get(n, escape(n))}' for n in names)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,7 +118,7 @@ def results_table(results, metric):
         seeds = " ".join(f"{s:.3f}" for s in m["scores"])
         rows.append([f'<span class="swatch" style="background:{COLOURS.get(name, "#000")}"></span> '
                      f"{LABELS.get(name, escape(name))}", num(m["score"]), num(m["ci95"]), num(m["curve"][-1][1]),
-                     seeds, "" if name == "sft" else str(convergence.get(name) or "not reached"),
+                     seeds, "" if name == "sft" else ("not reached" if convergence.get(name) is None else str(convergence[name])),
                      num(m.get("time_s"), 0) if name != "sft" else ""])
     return table(["method", f"test {metric} (mean)", "± 95%", "final validation", "per seed",
                   "first update at scalar PPO's final level", "PPO time (s)"], rows)
@@ -173,8 +173,9 @@ def showcase_section(entries, metric):
     out = ['<p>Each token is coloured by its delta: <span class="poor">&nbsp;poor (-1)&nbsp;</span> '
            '<span class="good">&nbsp;good (+1)&nbsp;</span> neutral (0) uncoloured. The critic is the '
            'task\'s programmatic annotator (the ground truth); the reward model is Text2Grad\'s, which writes '
-           'its critique first and then labels the tokens. The reward model\'s deltas are the per-token '
-           'rewards Text2Grad\'s PPO receives.</p>']
+           'its critique first and then labels the tokens. The reward model\'s deltas are the token scores '
+           'Text2Grad\'s PPO gets for such responses (before the KL term, the length guard and the EOS '
+           'penalty); the responses here are greedy test outputs (first seed), which PPO never scored.</p>']
     for entry in entries:
         card = [row("prompt", f'<div class="tokens">{escape(entry["prompt"])}</div>'),
                 row("reference", f'<div class="tokens">{escape(entry["reference"])}</div>')]
@@ -200,7 +201,8 @@ def credit_section(results):
     out = ['<p>One PPO iteration from the SFT policy on the same criticised responses; each token is coloured '
            'by the change of its log-probability: <span style="background:rgba(214,39,40,.75)">&nbsp;fell&nbsp;'
            '</span> <span style="background:rgba(31,111,180,.75)">&nbsp;rose&nbsp;</span>, full colour from the '
-           '90th percentile of |change| in that response (the rows of one response share the scale). Text2Grad should push down the tokens the critic blamed and '
+           '90th percentile of |change| in that response (all its rows share the scale). Text2Grad should '
+           'push down the tokens the critic blamed and '
            'leave the rest; scalar PPO can only move the whole response. Hover a token for its number.</p>']
     header = ["GAE lambda", "responses"] + [f"{LABELS.get(n, n)}: poor / good / neutral (ratio)"
                                             for n in ("text2grad", "ppo_scalar")]
@@ -212,9 +214,10 @@ def credit_section(results):
     for k, example in enumerate(runs[0].get("examples", [])):
         card = [row("prompt", f'<div class="tokens">{escape(example["prompt"])}</div>'),
                 row("critic", delta_tokens(example["pieces"], example["critic"]))]
+        scale = percentile([abs(c) for run in runs for n in ("text2grad", "ppo_scalar")
+                            for c in run["examples"][k]["change"].get(n, [])], 0.9)
         for run in runs:
             changes = run["examples"][k]["change"]
-            scale = percentile([abs(c) for n in ("text2grad", "ppo_scalar") for c in changes.get(n, [])], 0.9)
             for n in ("text2grad", "ppo_scalar"):
                 if n in changes:
                     card.append(row(f'<b style="color:{COLOURS[n]}">{LABELS[n]}</b>, lambda {run["lam"]}',

@@ -83,8 +83,8 @@ CREDIT_SHOWN = 3   # credit-landing responses the report shows token by token
 
 def fail(message):
     """Bad input ends the run with one line on stderr and exit status 2, never a traceback."""
-    if parallel.main_process():
-        print(f"text2grad: error: {message}", file=sys.stderr)
+    prefix = f"text2grad (rank {parallel.rank()})" if parallel.world_size() > 1 else "text2grad"
+    print(f"{prefix}: error: {message}", file=sys.stderr)
     sys.exit(2)
 
 
@@ -175,7 +175,7 @@ class Progress:
     def finish(self, stage, value, start):
         self.done[stage] = {"value": value, "time_s": time.time() - start}
         atomic_save(json.dumps({"identity": self.identity, "done": self.done}), self.path)
-        if stop_requested():
+        if parallel.any_rank(stop_requested()):
             raise Interrupted(f"stopped after the stage {stage}")
 
     def snapshots(self, name):
@@ -294,15 +294,19 @@ def annotate_stage(task, policy, tokenizer, splits, samples_per_prompt, seed, ou
     return records
 
 
-def read_annotations(folder):
-    """{split: records} from folder/annotations_{split}.jsonl; unusable input ends the run with one line."""
+def read_annotations(folder, check=check_annotation):
+    """{split: records} from folder/annotations_{split}.jsonl; unusable input ends the run with one
+    line. check: reward.check_annotation for the user's files; None for a run's own (--resume),
+    whose sampled responses may be empty."""
     records = {}
     for split in SPLITS:
         path = os.path.join(folder, f"annotations_{split}.jsonl")
         try:
-            records[split] = read_jsonl(path, check=check_annotation)
+            records[split] = read_jsonl(path, check=check)
+            if not records[split]:
+                fail(f"{path} holds no records")
         except OSError as error:
-            fail(f"--annotations: cannot read {path} ({error.strerror})")
+            fail(f"cannot read {path} ({error.strerror})")
         except ValueError as error:
             fail(str(error))
     return records
@@ -368,8 +372,8 @@ def reward_stage(policy, tokenizer, records, encoded, preset, device, seed, out,
             save_checkpoint(path, model, tokenizer, preset["reward_steps"], kind=kind, cot=cot)
             metrics, _, _ = evaluate_reward_model(model, tokenizer, records["test"], encoded["test"])
             metrics["final_loss"] = sum(losses[-20:]) / len(losses[-20:])
-            progress.finish(f"reward/{name}", metrics, start)
             snapshots.clear()
+            progress.finish(f"reward/{name}", metrics, start)
         models[name] = load_checkpoint(path, device, tokenizer, policy.config)[0]
         results[name] = {**progress[f"reward/{name}"], "time_s": progress.time(f"reward/{name}")}
     return results, models
@@ -436,8 +440,8 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
             if seed == seeds[0]:
                 save_checkpoint(os.path.join(out, f"ppo_{name}.pt"), model.gpt, tokenizer, config.updates)
                 atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(out, f"samples_{name}.jsonl"))
-            progress.finish(stage, {"curve": curve, "test": test, "history": logged}, start)
             snapshots.clear()
+            progress.finish(stage, {"curve": curve, "test": test, "history": logged}, start)
         runs = [progress[f"ppo/{name}/{seed}"] for seed in seeds]
         history.update({f"{name}/{seed}": run["history"] for seed, run in zip(seeds, runs)})
         scores = [run["test"][task.PRIMARY] for run in runs]
@@ -573,8 +577,8 @@ def run(args):
         losses = train_sft(model, tokenizer, splits["train"], preset["sft_steps"], preset["batch_size"],
                            preset["lr"], device, args.seed, snapshots)
         save_checkpoint(path("sft.pt"), model, tokenizer, preset["sft_steps"])
-        progress.finish("sft", {"sft_final_loss": sum(losses[-50:]) / len(losses[-50:])}, start)
         snapshots.clear()
+        progress.finish("sft", {"sft_final_loss": sum(losses[-50:]) / len(losses[-50:])}, start)
     model = load_checkpoint(path("sft.pt"), device, tokenizer, config)[0]
     results.update(progress["sft"])
 
@@ -596,7 +600,7 @@ def run(args):
     elif "annotate" not in progress:
         records = annotate_stage(task, model, tokenizer, splits, preset["samples_per_prompt"], args.seed, args.out)
     else:
-        records = read_annotations(args.out)
+        records = read_annotations(args.out, check=None)
     if "annotate" not in progress:
         progress.finish("annotate", {}, start)
 
@@ -607,7 +611,11 @@ def run(args):
                                                                               model.config.block_size)
         except ValueError as error:
             fail(str(error))
-        check_skipped(alignment[split], os.path.join(args.annotations or args.out, f"annotations_{split}.jsonl"))
+        where = os.path.join(args.annotations or args.out, f"annotations_{split}.jsonl")
+        check_skipped(alignment[split], where)
+        if len(encoded[split]) < (preset["batch_size"] if split == "train" else 1):
+            fail(f"{where}: {len(encoded[split])} usable records, fewer than the "
+                 f"{preset['batch_size'] if split == 'train' else 1} this preset needs")
     spans = sum(a["spans"] for a in alignment.values())
     results["reward_model"], reward_models = reward_stage(model, tokenizer, records, encoded, preset, device,
                                                           args.seed, args.out, progress)
@@ -711,6 +719,9 @@ def report_command(argv):
         write_report(args.out)
     except ValueError as error:
         fail(str(error))
+    except (KeyError, TypeError, AttributeError, IndexError) as error:
+        fail(f"a results.json in {args.out} lacks what the report needs ({type(error).__name__}: {error}); "
+             f"it may come from an older version: run the experiment again")
     except OSError as error:
         fail(f"cannot write the report ({error.strerror or error}: {error.filename or args.out})")
     print(f"-> {os.path.join(args.out, 'report.html')}")

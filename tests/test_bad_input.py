@@ -114,3 +114,18 @@ def test_record_longer_than_the_block_names_its_line(tokenizer):
     long = dict(GOOD, response="Yuki's rent rose. " * 40, _source="annotations_train.jsonl, line 7")
     with pytest.raises(ValueError, match="annotations_train.jsonl, line 7: prompt and response take"):
         text2grad.encode_records(tokenizer, [long], block_size=64)
+
+
+def test_a_runs_own_annotations_may_hold_empty_responses(tmp_path, capsys):
+    write_annotations(tmp_path, [GOOD, {**GOOD, "response": ""}])
+    assert len(text2grad.read_annotations(str(tmp_path), check=None)["train"]) == 2  # --resume reads these
+    with pytest.raises(SystemExit):
+        text2grad.read_annotations(str(tmp_path))  # a user's file: the empty response is an error
+    assert "line 2: the response is empty" in capsys.readouterr().err
+
+
+def test_too_few_training_records(tmp_path, capsys):
+    write_annotations(tmp_path / "ann", [GOOD] * 3)
+    err = run_fails(capsys, ["--annotations", str(tmp_path / "ann"), "--preset", "tiny", "--seeds", "1",
+                             "--out", str(tmp_path / "out")])
+    assert "annotations_train.jsonl: 3 usable records, fewer than the 16 this preset needs" in err

@@ -100,6 +100,13 @@ def test_page_structure_curves_and_tokens():
     assert [c["n_spans"] for c in coloured][:2] == [4, 4]
 
 
+def test_convergence_at_update_0_is_not_reported_as_never():
+    results = results_for("qa", [["a"]])
+    results["convergence"]["updates"] = {name: (0 if name == "ppo_scalar" else None) for name in text2grad.METHODS}
+    cells = report.results_table(results, "f1")
+    assert cells.count("not reached") == len(text2grad.METHODS) - 1 and "<td>0</td>" in cells
+
+
 def test_model_text_is_escaped():
     evil = ["<script>", "alert(1)", "</script>", " & <marquee>m</marquee> \"q\""]
     page_text = report.render([results_for("summarize", [evil], critique="<img src=x onerror=alert(1)>")])
