@@ -204,6 +204,10 @@ class RewardModel(nn.Module):
             if self.cot:
                 # room left for the critique once the prompt, <|critique|>, <|span|> and the copy are in
                 room = self.gpt.config.block_size - max(len(s) for s in sequences) - 2 - max(len(b) for b in bodies)
+                if room < 1 and len(bodies) > 1:  # the longest prompt and the longest response are two rows:
+                    c, d = self.predict(tokenizer, prompts[i:i + batch_size], responses[i:i + batch_size], 1)
+                    out_critiques, out = out_critiques + c, out + d  # one row at a time, each with its own room
+                    continue
                 if room < 1:
                     raise ValueError(f"prompt and response are too long for block_size {self.gpt.config.block_size}")
                 critiques, _, keep = generate(self.gpt, [s + [tokenizer.critique_id] for s in sequences],

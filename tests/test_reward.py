@@ -166,3 +166,16 @@ def test_bad_annotation_files_name_the_line(tmp_path):
     path.write_text('{"prompt": "p", "response": "r"}\n{"prompt": \n')
     with pytest.raises(ValueError, match=r"line 2: not valid JSON"):
         read_jsonl(path)
+
+
+def test_predict_splits_a_batch_whose_longest_prompt_and_response_do_not_fit_together(tokenizer):
+    torch.manual_seed(0)
+    model = RewardModel(GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=96, n_layer=1, n_head=2,
+                                      n_embd=16)), "span", cot=True).eval()
+    # alone: 96 - 66 - 2 - 4 = 24 and 96 - 46 - 2 - 40 = 8 tokens of room for the critique;
+    # together: 96 - 66 - 2 - 40 < 0, which used to end in a ValueError
+    prompts, responses = [[5] * 60, [5] * 4], [[6] * 4, [6] * 40]
+    together = model.predict(tokenizer, prompts, responses)
+    alone = [model.predict(tokenizer, [p], [r]) for p, r in zip(prompts, responses)]
+    assert together == ([c for a in alone for c in a[0]], [d for a in alone for d in a[1]])
+    assert [len(d) for d in together[1]] == [4, 40]
