@@ -175,7 +175,12 @@ def make_examples(n, seed):
 
 
 def metrics(example, response):
-    return {"f1": token_f1(response, example.reference), "exact_match": exact_match(response, example.reference)}
+    """f1 and exact_match against the reference; right_answer = 1 if the response opens with the
+    reference's words (the asked fact, looked up right), whatever follows: it separates the look-up
+    from the appended sentences, which f1 mixes together."""
+    reference = words(example.reference)
+    return {"f1": token_f1(response, example.reference), "exact_match": exact_match(response, example.reference),
+            "right_answer": float(words(response)[:len(reference)] == reference)}
 
 
 # ---- The critic ------------------------------------------------------------------------------------

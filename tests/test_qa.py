@@ -55,7 +55,7 @@ def test_reference_is_correct_and_short():
     assert {e.facts["kind"] for e in examples} == set(qa.QUESTION_KINDS)
     for e in examples:
         people, question = parse_passage(e.prompt), e.prompt.split("Question: ")[1]
-        assert qa.metrics(e, e.reference) == {"f1": 1.0, "exact_match": 1.0}
+        assert qa.metrics(e, e.reference) == {"f1": 1.0, "exact_match": 1.0, "right_answer": 1.0}
         assert len(e.prompt.split()) <= 60 and len(e.reference.split()) <= 12
         if m := re.fullmatch(r"How many (\w+) do (\w+) and (\w+) have together\?", question):
             assert e.reference == f"Together they have {people[m[2]][2] + people[m[3]][2]} {m[1]}."
@@ -181,3 +181,19 @@ def test_splits_share_no_prompt():
     splits = make_splits(qa, {"train": 400, "validation": 100, "test": 100}, seed=0)
     train = {e.prompt for e in splits["train"]}
     assert not train & {e.prompt for e in splits["test"] + splits["validation"]}
+
+
+@pytest.mark.parametrize("example, response, right", [
+    (WHERE, "Omar lives in Oslo.", 1.0),
+    (WHERE, "Omar lives in Oslo. He works as a pilot.", 1.0),   # an appended sentence does not matter
+    (WHERE, "omar lives in oslo", 1.0),                         # words, as f1 counts them
+    (WHERE, "Omar lives in Rome. Omar lives in Oslo.", 0.0),    # the opening sentence is wrong
+    (WHERE, "He lives in Oslo.", 0.0),
+    (WHERE, "Omar lives in", 0.0),
+    (TOGETHER, "Together they have 7 cats.", 1.0),
+    (TOGETHER, "Together they have 8 cats.", 0.0),
+    (WHO, "Omar lives in Oslo.", 1.0),
+    (WHO, "Lena lives in Oslo.", 0.0),
+])
+def test_right_answer_is_the_reference_opening_the_response(example, response, right):
+    assert qa.metrics(example, response)["right_answer"] == right
