@@ -1,7 +1,8 @@
 """Question answering over a short passage: the toy stand-in for the paper's UltraFeedback task.
 
 A passage about two or three people (city, job, how many of one kind of thing each has) and a
-question; the reference is one short sentence. Metric: token F1 (PRIMARY) and exact match.
+question; the reference is one short sentence. Metrics: token F1 (PRIMARY), exact match, and
+right_answer (the response opens with the reference: the look-up done right).
 
     Lena lives in Rome and works as a baker. Omar lives in Oslo and works as a pilot.
     Lena has 3 cats and Omar has 4 cats. Question: How many cats do Lena and Omar have together?

@@ -190,6 +190,7 @@ def test_splits_share_no_prompt():
     (WHERE, "Omar lives in Rome. Omar lives in Oslo.", 0.0),    # the opening sentence is wrong
     (WHERE, "He lives in Oslo.", 0.0),
     (WHERE, "Omar lives in", 0.0),
+    (WHERE, "", 0.0),
     (TOGETHER, "Together they have 7 cats.", 1.0),
     (TOGETHER, "Together they have 8 cats.", 0.0),
     (WHO, "Omar lives in Oslo.", 1.0),
