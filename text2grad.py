@@ -36,8 +36,6 @@ import time
 from dataclasses import asdict
 
 import torch
-import torch.nn.functional as F
-from tqdm import tqdm
 
 import parallel
 import ppo
@@ -46,9 +44,10 @@ from checkpoint import Diverged, Interrupted, Snapshots, atomic_save, on_sigint,
 from align import align
 from data import SPLITS, get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
-from model import GPT, GPTConfig, fit, generate
+from model import GPT, GPTConfig, generate
 from reward import (RewardModel, annotate, check_annotation, colour_tokens, encode_record, evaluate_reward_model,
                     layout, read_jsonl, train_reward_model)
+from sft import MAX_NEW_TOKENS, evaluate, flaw_rates, policy_prompt, respond, response_ids, train_sft
 
 # Sizes a run may pick with --preset. "small" is a first look: about two minutes on 2 CPU cores.
 # ppo: PPOConfig fields; eval_every: updates between points of the validation curve.
@@ -70,7 +69,6 @@ PRESETS = {
 # The three reward models: name -> (kind, cot). "cot" is Text2Grad's; "no_cot" the paper's ablation
 # without the critique; "scalar" one score per response, for the standard-PPO baseline.
 REWARD_MODELS = {"cot": ("span", True), "no_cot": ("span", False), "scalar": ("scalar", False)}
-MAX_NEW_TOKENS = 64  # longest response the policy may write; demonstrations fit well inside
 # The PPO runs compared: method name -> reward mode (see reward_function). "text2grad" is the
 # method; "ppo_scalar" standard RLHF PPO; "text2grad_no_cot" the ablation; "oracle" the critic's
 # own spans, an upper bound on what a perfect span reward model would give.
@@ -183,96 +181,6 @@ class Progress:
         differ, so an interrupted loop starts over on --resume (finished stages are still skipped)."""
         return Snapshots(os.path.join(self.out, f"{name}.partial.pt") if parallel.world_size() == 1 else None,
                          self.every_s)
-
-
-# ---------------------------------------------------------------------------------------------
-# SFT: next-token cross-entropy on the demonstrations, response tokens only
-
-def sft_batch(tokenizer, examples, device):
-    """<|bos|> prompt <|response|> demonstration <|eos|>, right-padded.
-    Returns inputs (B, T), targets (B, T) and loss_mask (B, T): 1 where the target is a response
-    token or the EOS. The prompt is context only; the policy is never trained to write it."""
-    rows = []
-    for e in examples:
-        prompt = policy_prompt(tokenizer, e.prompt)
-        response = [*tokenizer.encode(e.demonstration), tokenizer.eos_id]
-        rows.append((prompt + response, len(prompt)))
-    T = max(len(r) for r, _ in rows) - 1
-    inputs = torch.full((len(rows), T), tokenizer.pad_id, dtype=torch.long)
-    targets = torch.full((len(rows), T), tokenizer.pad_id, dtype=torch.long)
-    loss_mask = torch.zeros(len(rows), T)
-    for i, (row, n_prompt) in enumerate(rows):
-        inputs[i, :len(row) - 1] = torch.tensor(row[:-1])
-        targets[i, :len(row) - 1] = torch.tensor(row[1:])
-        loss_mask[i, n_prompt - 1:len(row) - 1] = 1  # position n_prompt-1 predicts the first response token
-    return inputs.to(device), targets.to(device), loss_mask.to(device)
-
-
-def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed, snapshots=None):
-    """Next-token cross-entropy on the demonstrations (model.fit, 5% warm-up). Returns the loss per step."""
-    net = parallel.wrap(model)
-
-    def batch_loss(step, rng):
-        inputs, targets, loss_mask = sft_batch(tokenizer, rng.sample(examples, batch_size), device)
-        _, logits = net(inputs)                                                            # (B, T, V)
-        nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")  # (B*T,)
-        loss = (nll * loss_mask.flatten()).sum() / loss_mask.sum()  # mean over response tokens
-        return loss, {"loss": loss.item()}
-
-    return fit(model, batch_loss, steps, lr, warmup=max(1, steps // 20), desc="sft", seed=seed, snapshots=snapshots)
-
-
-# ---------------------------------------------------------------------------------------------
-# Evaluation: greedy responses scored by the task metric and read by the critic
-
-def response_ids(tokenizer, tokens, mask):
-    """Rows of sampled tokens (B, N) -> token-id lists of the responses, EOS and padding dropped."""
-    return [[t for t, keep in zip(row, m) if keep and t != tokenizer.eos_id]
-            for row, m in zip(tokens.tolist(), mask.tolist())]
-
-
-def policy_prompt(tokenizer, prompt):
-    """<|bos|> prompt <|response|>: what the policy continues."""
-    return [tokenizer.bos_id, *tokenizer.encode(prompt), tokenizer.response_id]
-
-
-def respond(model, tokenizer, prompts, greedy=True, temperature=1.0, batch_size=100, generator=None, desc="generate"):
-    """Responses to prompt strings: (texts, token ids), each up to, not including, the EOS."""
-    texts, ids = [], []
-    for i in tqdm(range(0, len(prompts), batch_size), desc=desc, leave=False, disable=not parallel.main_process()):
-        chunk = [policy_prompt(tokenizer, p) for p in prompts[i:i + batch_size]]
-        tokens, _, mask = generate(model, chunk, MAX_NEW_TOKENS, tokenizer.eos_id, tokenizer.pad_id,
-                                   temperature=temperature, greedy=greedy, generator=generator)
-        for row in response_ids(tokenizer, tokens, mask):
-            ids.append(row)
-            texts.append(tokenizer.decode(row))
-    return texts, ids
-
-
-def evaluate(task, model, tokenizer, examples):
-    """Mean task metrics of greedy responses, what the critic says of them, and how well its spans
-    align to the tokens the policy wrote. Returns (summary, samples), one sample dict per example.
-    "criticised" is the share of responses with at least one poor span."""
-    responses, ids = respond(model, tokenizer, [e.prompt for e in examples], desc="evaluate")
-    scores = [task.metrics(e, r) for e, r in zip(examples, responses)]
-    annotations = [task.critique(e, r) for e, r in zip(examples, responses)]
-    summary = {k: sum(s[k] for s in scores) / len(scores) for k in scores[0]}
-    summary["criticised"] = sum(bool(a["poor_spans"]) for a in annotations) / len(annotations)
-    stats = [align(r, tokenizer.offsets(i), a)[1] for r, i, a in zip(responses, ids, annotations)]
-    total = {k: sum(s[k] for s in stats) for k in stats[0]}
-    summary["unaligned_rate"] = total["unaligned"] / max(1, total["spans"])
-    summary["labelled_token_share"] = total["labelled_tokens"] / max(1, total["tokens"])
-    samples = [{"prompt": e.prompt, "response": r, "reference": e.reference, **a}
-               for e, r, a in zip(examples, responses, annotations)]
-    return summary, samples
-
-
-def flaw_rates(examples):
-    """Measured share of demonstrations carrying each flaw kind, and of any flaw."""
-    kinds = sorted({f for e in examples for f in e.flaws})
-    rates = {k: sum(k in e.flaws for e in examples) / len(examples) for k in kinds}
-    rates["any"] = sum(bool(e.flaws) for e in examples) / len(examples)
-    return rates
 
 
 # ---------------------------------------------------------------------------------------------

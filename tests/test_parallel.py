@@ -12,7 +12,7 @@ import torch.multiprocessing as mp
 
 import parallel
 import ppo
-import text2grad
+import sft
 from data import Example, get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig
@@ -53,7 +53,7 @@ def step(case, tokenizer, gpt, share):
     torch.manual_seed(0)
     if case == "sft":
         model = copy.deepcopy(gpt)
-        text2grad.train_sft(model, tokenizer, share, steps=1, batch_size=len(share), lr=1e-2, device="cpu", seed=0)
+        sft.train_sft(model, tokenizer, share, steps=1, batch_size=len(share), lr=1e-2, device="cpu", seed=0)
         return model
     if case == "reward":
         model = RewardModel(copy.deepcopy(gpt), "span", cot=True)

@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+import sft
 import text2grad
 from data import Example
 from data.tokenizer import Tokenizer
@@ -17,7 +18,7 @@ def tokenizer():
 
 def test_sft_batch_masks_prompt_and_padding(tokenizer):
     examples = [Example("a b c", "", "x"), Example("a", "", "x y z")]
-    inputs, targets, loss_mask = text2grad.sft_batch(tokenizer, examples, "cpu")
+    inputs, targets, loss_mask = sft.sft_batch(tokenizer, examples, "cpu")
     for i, e in enumerate(examples):
         prompt = [tokenizer.bos_id, *tokenizer.encode(e.prompt), tokenizer.response_id]
         response = [*tokenizer.encode(e.demonstration), tokenizer.eos_id]
@@ -43,9 +44,9 @@ def test_checkpoint_round_trip(tmp_path, tokenizer):
 def test_tiny_sft_memorises_demonstrations(tokenizer):
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=96, n_layer=2, n_head=2, n_embd=32))
-    losses = text2grad.train_sft(model, tokenizer, EXAMPLES, steps=150, batch_size=8, lr=1e-2, device="cpu", seed=0)
+    losses = sft.train_sft(model, tokenizer, EXAMPLES, steps=150, batch_size=8, lr=1e-2, device="cpu", seed=0)
     assert losses[-1] < 0.05 < losses[0]
-    responses, _ = text2grad.respond(model, tokenizer, [e.prompt for e in EXAMPLES])
+    responses, _ = sft.respond(model, tokenizer, [e.prompt for e in EXAMPLES])
     assert responses == [e.demonstration for e in EXAMPLES]
 
 

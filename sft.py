@@ -1,0 +1,108 @@
+"""The SFT policy: next-token training on the demonstrations, then greedy (or sampled) responses.
+
+The first trained component of the data flow (text2grad.py runs it):
+
+    <|bos|> prompt <|response|> demonstration <|eos|>   -> cross-entropy on the response tokens only
+
+evaluate() scores the policy's greedy responses with the task's metric (which no model touches) and
+asks the task's critic about them, so that the SFT tables and the PPO tables read the same way.
+"""
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+import parallel
+from align import align
+from model import fit, generate
+
+MAX_NEW_TOKENS = 64  # longest response the policy may write; demonstrations fit well inside
+
+
+# ---------------------------------------------------------------------------------------------
+# SFT: next-token cross-entropy on the demonstrations, response tokens only
+
+def sft_batch(tokenizer, examples, device):
+    """<|bos|> prompt <|response|> demonstration <|eos|>, right-padded.
+    Returns inputs (B, T), targets (B, T) and loss_mask (B, T): 1 where the target is a response
+    token or the EOS. The prompt is context only; the policy is never trained to write it."""
+    rows = []
+    for e in examples:
+        prompt = policy_prompt(tokenizer, e.prompt)
+        response = [*tokenizer.encode(e.demonstration), tokenizer.eos_id]
+        rows.append((prompt + response, len(prompt)))
+    T = max(len(r) for r, _ in rows) - 1
+    inputs = torch.full((len(rows), T), tokenizer.pad_id, dtype=torch.long)
+    targets = torch.full((len(rows), T), tokenizer.pad_id, dtype=torch.long)
+    loss_mask = torch.zeros(len(rows), T)
+    for i, (row, n_prompt) in enumerate(rows):
+        inputs[i, :len(row) - 1] = torch.tensor(row[:-1])
+        targets[i, :len(row) - 1] = torch.tensor(row[1:])
+        loss_mask[i, n_prompt - 1:len(row) - 1] = 1  # position n_prompt-1 predicts the first response token
+    return inputs.to(device), targets.to(device), loss_mask.to(device)
+
+
+def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed, snapshots=None):
+    """Next-token cross-entropy on the demonstrations (model.fit, 5% warm-up). Returns the loss per step."""
+    net = parallel.wrap(model)
+
+    def batch_loss(step, rng):
+        inputs, targets, loss_mask = sft_batch(tokenizer, rng.sample(examples, batch_size), device)
+        _, logits = net(inputs)                                                            # (B, T, V)
+        nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")  # (B*T,)
+        loss = (nll * loss_mask.flatten()).sum() / loss_mask.sum()  # mean over response tokens
+        return loss, {"loss": loss.item()}
+
+    return fit(model, batch_loss, steps, lr, warmup=max(1, steps // 20), desc="sft", seed=seed, snapshots=snapshots)
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation: greedy responses scored by the task metric and read by the critic
+
+def response_ids(tokenizer, tokens, mask):
+    """Rows of sampled tokens (B, N) -> token-id lists of the responses, EOS and padding dropped."""
+    return [[t for t, keep in zip(row, m) if keep and t != tokenizer.eos_id]
+            for row, m in zip(tokens.tolist(), mask.tolist())]
+
+
+def policy_prompt(tokenizer, prompt):
+    """<|bos|> prompt <|response|>: what the policy continues."""
+    return [tokenizer.bos_id, *tokenizer.encode(prompt), tokenizer.response_id]
+
+
+def respond(model, tokenizer, prompts, greedy=True, temperature=1.0, batch_size=100, generator=None, desc="generate"):
+    """Responses to prompt strings: (texts, token ids), each up to, not including, the EOS."""
+    texts, ids = [], []
+    for i in tqdm(range(0, len(prompts), batch_size), desc=desc, leave=False, disable=not parallel.main_process()):
+        chunk = [policy_prompt(tokenizer, p) for p in prompts[i:i + batch_size]]
+        tokens, _, mask = generate(model, chunk, MAX_NEW_TOKENS, tokenizer.eos_id, tokenizer.pad_id,
+                                   temperature=temperature, greedy=greedy, generator=generator)
+        for row in response_ids(tokenizer, tokens, mask):
+            ids.append(row)
+            texts.append(tokenizer.decode(row))
+    return texts, ids
+
+
+def evaluate(task, model, tokenizer, examples):
+    """Mean task metrics of greedy responses, what the critic says of them, and how well its spans
+    align to the tokens the policy wrote. Returns (summary, samples), one sample dict per example.
+    "criticised" is the share of responses with at least one poor span."""
+    responses, ids = respond(model, tokenizer, [e.prompt for e in examples], desc="evaluate")
+    scores = [task.metrics(e, r) for e, r in zip(examples, responses)]
+    annotations = [task.critique(e, r) for e, r in zip(examples, responses)]
+    summary = {k: sum(s[k] for s in scores) / len(scores) for k in scores[0]}
+    summary["criticised"] = sum(bool(a["poor_spans"]) for a in annotations) / len(annotations)
+    stats = [align(r, tokenizer.offsets(i), a)[1] for r, i, a in zip(responses, ids, annotations)]
+    total = {k: sum(s[k] for s in stats) for k in stats[0]}
+    summary["unaligned_rate"] = total["unaligned"] / max(1, total["spans"])
+    summary["labelled_token_share"] = total["labelled_tokens"] / max(1, total["tokens"])
+    samples = [{"prompt": e.prompt, "response": r, "reference": e.reference, **a}
+               for e, r, a in zip(examples, responses, annotations)]
+    return summary, samples
+
+
+def flaw_rates(examples):
+    """Measured share of demonstrations carrying each flaw kind, and of any flaw."""
+    kinds = sorted({f for e in examples for f in e.flaws})
+    rates = {k: sum(k in e.flaws for e in examples) / len(examples) for k in kinds}
+    rates["any"] = sum(bool(e.flaws) for e in examples) / len(examples)
+    return rates
