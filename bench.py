@@ -124,10 +124,19 @@ def naive_logprobs(logits, targets, temperature):
 
 
 def naive_ppo_loss(logits, values, targets, mask, old_logprobs, old_values, advantages, returns,
-                   temperature, *coefficients):
+                   temperature, clip, value_clip, value_coef, entropy_coef):
+    """The objective written out again from the full log-softmax, independently of ppo.py (the
+    benchmark's reference and its slow form). Returns (loss, (policy loss, value loss, entropy))."""
     logprobs, entropy = naive_logprobs_and_entropy(logits, targets, temperature)
-    return ppo.clipped_losses(logprobs, entropy, values, mask, old_logprobs, old_values, advantages, returns,
-                              *coefficients)
+    count = mask.sum().clamp(min=1)
+    ratio = torch.exp((logprobs - old_logprobs) * mask)
+    surrogate = torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip, 1 + clip) * advantages)
+    policy_loss = -(surrogate * mask).sum() / count
+    clipped = torch.clamp(values, old_values - value_clip, old_values + value_clip)
+    value_loss = 0.5 * (torch.max((values - returns) ** 2, (clipped - returns) ** 2) * mask).sum() / count
+    mean_entropy = (entropy * mask).sum() / count
+    loss = policy_loss + value_coef * value_loss - entropy_coef * mean_entropy
+    return loss, torch.stack([policy_loss, value_loss, mean_entropy]).detach()
 
 
 # form -> (policy log-probs and entropy, reference log-probs, the loss)
@@ -314,7 +323,7 @@ def bench_ppo_update(device, batch_size, compile):
                          for name in ("cot", "scalar")}
         source = "trained models from runs/summarize"
     else:
-        tokenizer = Tokenizer.train(training_texts(task, splits), 1024)
+        tokenizer = Tokenizer.train(training_texts(task, splits["train"]), 1024)
         torch.manual_seed(0)
         policy = GPT(GPTConfig(vocab_size=tokenizer.vocab_size)).to(device).eval()
         reward_models = {name: RewardModel(copy.deepcopy(policy), kind, cot=(name == "cot")).to(device).eval()

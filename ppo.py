@@ -17,9 +17,20 @@ logit. The compiled version is built with dynamic shapes and takes every coeffic
 so new batch sizes, response lengths or clip values never trigger a recompile (tests/test_ppo.py
 counts the graphs). Sizes 0 and 1 are the exception: inductor specialises on them.
 
+The value function V. The authors (through TRL) put a linear value head on the policy's trunk,
+scale its loss by 0.1, clip each step to 0.2 around the rollout's value, and let it share the
+policy's learning rate. With returns of +-10 (a response sums 20-40 token rewards) such a head barely
+moves: its explained variance stays near 0, and GAE with lambda 0.95 then hands every token the sum
+of all later rewards, smearing a late clause's blame over the tokens before it, the very credit
+assignment Text2Grad exists to fix. Ours (README, "The value head", has the measurements):
+  - a small MLP head reads the trunk's hidden states *detached*: its gradient never moves the policy,
+    so it can take large steps with an Adam learning rate of its own (value_lr);
+  - no value clip (value_clip None), and its gradient norm is clipped apart from the policy's;
+  - before the first update it is fitted to the reward-to-go of one batch of SFT samples
+    (warm_up_value), so the first advantages are already measured against a baseline.
+
 Simplifications, on purpose:
-  - The value head shares the policy's trunk (one model, as in CleanRL); its loss is scaled down
-    (value_coef 0.1, as the authors do) so it does not drag the policy around.
+  - The value head shares the policy's trunk (one forward pass, as in CleanRL), reading it detached.
   - Losses are token means over the minibatch: every response token counts once, which is the
     natural unit when the reward itself is per token.
   - One rollout batch per iteration, no replay; no reward whitening (it would erase the scale
@@ -49,8 +60,12 @@ class PPOConfig:
     temperature: float = 1.0      # sampling temperature, used in *every* log-prob computation
     max_new_tokens: int = 64      # longest response
     clip: float = 0.2             # policy ratio clip epsilon
-    value_clip: float = 0.2       # value clip around the rollout's values
-    value_coef: float = 0.1       # c_v, weight of the value loss
+    value_clip: float = None      # value clip around the rollout's values; None: none (the authors: 0.2)
+    value_coef: float = 1.0       # c_v, weight of the value loss (the authors: 0.1); with a detached head
+                                  # and its own Adam group it only scales the logged loss
+    value_lr: float = 1e-3        # the value head's Adam learning rate (None: the policy's lr)
+    detach_value: bool = True     # the value head reads the trunk without training it (the authors: False)
+    value_warmup_steps: int = 100 # full-batch steps fitting V to one SFT batch's reward-to-go (0: none)
     entropy_coef: float = 0.0     # entropy bonus; 0 as in the paper (entropy is logged only)
     gamma: float = 1.0            # discount
     lam: float = 0.95             # GAE lambda
@@ -109,6 +124,15 @@ def final_scores(values, mask):
     last = (mask.sum(1).long() - 1).clamp(min=0)  # (B,) index of the last real token
     scores[torch.arange(len(last)), last] = torch.as_tensor(values, dtype=torch.float, device=mask.device)
     return scores * mask
+
+
+def explained_variance(values, returns, mask):
+    """1 - Var(R - V) / Var(R) over the real tokens: 1 for a value function that predicts every
+    return, 0 for one no better than the batch's mean return, negative for a worse one."""
+    residual = returns - values
+    var_residual = masked_mean((residual - masked_mean(residual, mask)) ** 2, mask)
+    var_returns = masked_mean((returns - masked_mean(returns, mask)) ** 2, mask)
+    return (1 - var_residual / var_returns.clamp(min=1e-8)).item()
 
 
 def kl_penalty(logprobs, ref_logprobs, estimator):
@@ -237,21 +261,65 @@ compiled_token_logprobs = torch.compile(token_logprobs, fullgraph=True, dynamic=
 # Policy with a value head
 
 class ActorCritic(nn.Module):
-    """The policy GPT plus a value head reading the same hidden states."""
+    """The policy GPT plus a value head reading the same hidden states: an MLP, C -> C -> 1, whose
+    last layer starts at zero (V = 0 before any fitting). detach: the head's gradient stops at the
+    hidden states, so fitting V never moves the policy."""
 
-    def __init__(self, gpt):
+    def __init__(self, gpt, detach=True):
         super().__init__()
-        self.gpt = gpt
-        self.value_head = nn.Linear(gpt.config.n_embd, 1)
-        nn.init.zeros_(self.value_head.weight)  # V = 0 at the start: the first advantages are the returns
-        nn.init.zeros_(self.value_head.bias)
+        self.gpt, self.detach = gpt, detach
+        C = gpt.config.n_embd
+        self.value_head = nn.Sequential(nn.Linear(C, C), nn.GELU(), nn.Linear(C, 1))
+        generator = torch.Generator().manual_seed(0)  # the same head in every run, whatever ran before
+        with torch.no_grad():
+            for p in self.value_head[0].parameters():
+                p.uniform_(-C ** -0.5, C ** -0.5, generator=generator)
+        nn.init.zeros_(self.value_head[2].weight)
+        nn.init.zeros_(self.value_head[2].bias)
 
     def forward(self, ids, attention_mask, start, N):
         """Logits (B, N, V) and values (B, N) at the N positions that predict the response tokens
         ids[:, start+1 : start+1+N]; start is the last prompt position. The LM head runs on those
         positions only, which also hands the loss path a contiguous logits tensor."""
         hidden = self.gpt.hidden_states(ids, attention_mask)[:, start:start + N]  # (B, N, C)
-        return self.gpt.lm_head(hidden), self.value_head(hidden).squeeze(-1)
+        return self.gpt.lm_head(hidden), self.value(hidden)
+
+    def value(self, hidden):
+        """V (B, N) from hidden states (B, N, C)."""
+        return self.value_head(hidden.detach() if self.detach else hidden).squeeze(-1)
+
+    def optimizer(self, config):
+        """Adam with the policy and the value head as two groups (value_lr None: one learning rate)."""
+        value = list(self.value_head.parameters())
+        policy = [p for p in self.parameters() if all(p is not q for q in value)]
+        return torch.optim.Adam([{"params": policy, "lr": config.lr},
+                                 {"params": value, "lr": config.value_lr or config.lr}], betas=(0.9, 0.95), eps=1e-5)
+
+
+def warm_up_value(model, optimizer, batch, scores, config):
+    """Fit V, and only V, to the reward-to-go of one scored batch sampled from the SFT policy, before
+    the first PPO update:  R_t = sum_{l >= t} r_l  (gamma 1; the policy is the reference, so KL_t = 0
+    and r_t is the score plus the missing-EOS penalty), by config.value_warmup_steps full-batch steps of
+    0.5 mean_t (V_t - R_t)^2. The trunk's hidden states are computed once, without gradient: only the
+    head learns, whatever config.detach_value says. Returns the explained variance before and after."""
+    mask = batch["mask"]
+    rewards = token_rewards(scores, batch["logprobs"], batch["ref_logprobs"], mask, batch["ended"], 0.0, config)
+    _, returns = compute_advantages(rewards, torch.zeros_like(rewards), mask, 1.0, 1.0)  # V = 0: R = reward-to-go
+    with torch.no_grad():
+        hidden = model.gpt.hidden_states(batch["ids"], batch["attention_mask"])[:, batch["start"]:batch["start"] + mask.shape[1]]
+    before = explained_variance(model.value(hidden).detach(), returns, mask)
+    for step in range(config.value_warmup_steps):
+        loss = 0.5 * masked_mean((model.value(hidden) - returns) ** 2, mask)
+        if parallel.any_rank(not math.isfinite(loss.item())):
+            raise Diverged(f"the value warm-up's loss is {loss.item()} at its step {step}")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        for p in model.value_head.parameters():  # under torchrun, every rank fits the same head
+            p.grad = parallel.all_mean(p.grad)
+        torch.nn.utils.clip_grad_norm_(model.value_head.parameters(), 1.0)
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return before, explained_variance(model.value(hidden).detach(), returns, mask)
 
 
 @torch.no_grad()
@@ -303,14 +371,13 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
     kl_tokens = kl_penalty(batch["logprobs"], batch["ref_logprobs"], config.kl_estimator) * mask
     rewards = token_rewards(scores, batch["logprobs"], batch["ref_logprobs"], mask, batch["ended"], kl.beta, config)
     advantages, returns = compute_advantages(rewards, batch["values"], mask, config.gamma, config.lam)
-    residual = returns - batch["values"]
-    explained = 1 - masked_mean((residual - masked_mean(residual, mask)) ** 2, mask) / \
-        masked_mean((returns - masked_mean(returns, mask)) ** 2, mask).clamp(min=1e-8)
+    explained = explained_variance(batch["values"], returns, mask)
     advantages = masked_whiten(advantages, mask)
 
     device = mask.device
+    value_clip = math.inf if config.value_clip is None else config.value_clip  # clamp to +-inf: no clip
     coefficients = [torch.tensor(c, device=device) for c in
-                    (config.temperature, config.clip, config.value_clip, config.value_coef, config.entropy_coef)]
+                    (config.temperature, config.clip, value_clip, config.value_coef, config.entropy_coef)]
     loss_fn = compiled_ppo_loss if config.compile else ppo_loss
     totals, steps, skipped = torch.zeros(len(LOSS_STATS), device=device), 0, 0
     model.train()
@@ -330,7 +397,8 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
                 raise Diverged(f"the PPO loss is {loss.item()} {where}")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            # each group its own gradient clip: the value loss (returns of +-10) must not shrink the policy's step
+            norm = sum(torch.nn.utils.clip_grad_norm_(group["params"], 1.0) for group in optimizer.param_groups)
             if not math.isfinite(norm.item()):  # averaged over ranks by DDP: the same everywhere
                 raise Diverged(f"the PPO gradient norm is {norm.item()} {where}")
             optimizer.step()
@@ -344,7 +412,7 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
     kl.update(kl_per_response, B)
     logged = {name: (totals[i] / max(1, steps)).item() for i, name in enumerate(LOSS_STATS)}
     logged.update(reward=rewards.sum(1).mean().item(), score=scores.sum(1).mean().item(), kl_ref=kl_per_response,
-                  beta=kl.beta, explained_variance=explained.item(), skipped=skipped,
+                  beta=kl.beta, explained_variance=explained, skipped=skipped,
                   length=mask.sum(1).mean().item(), eos_rate=batch["ended"].float().mean().item())
     return logged
 
@@ -354,20 +422,33 @@ def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, 
     """config.updates PPO iterations on prompts drawn from `prompts` (token-id lists).
     reward_fn(indices, tokens, mask) -> scores (B, N) for the prompts at those indices.
     evaluate(gpt) -> validation metric, called before the first update, every eval_every updates
-    and after the last. Returns (curve [(update, metric)], history [logged dict per update]).
+    and after the last. Before the first update the value head is fitted to one SFT batch
+    (warm_up_value; its batch is drawn like an update's). Returns (curve [(update, metric)],
+    history [logged dict per update], warmup {explained variance before and after the warm-up}).
     snapshots (checkpoint.Snapshots): resume from its saved state if there is one (weights,
-    optimizer, KL coefficient, the three random states, curve and history), save it as the loop goes."""
+    optimizer, KL coefficient, the three random states, curve, history and warm-up), save it as the
+    loop goes."""
     snapshots = snapshots or Snapshots()
     net = parallel.wrap(model)             # the module the PPO step calls; model itself with one process
     rank_seed = seed + 1_000_003 * parallel.rank()  # under torchrun, each rank its own prompts and samples
     rng = random.Random(rank_seed)
     generator = torch.Generator(next(model.parameters()).device).manual_seed(rank_seed)
     cpu_generator = torch.Generator().manual_seed(rank_seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.95), eps=1e-5)
+    optimizer = model.optimizer(config)
     kl = KLController(config.beta, config.kl_target)
     state = snapshots.load()
     if state is None:
         curve, history, start = ([(0, evaluate(model.gpt))] if evaluate else []), [], 0
+        warmup = {}
+        if config.value_warmup_steps:
+            indices = rng.sample(range(len(prompts)), config.batch_size)
+            batch = rollout(model, reference, [prompts[i] for i in indices], eos_id, pad_id, config, generator)
+            try:
+                before, after = warm_up_value(model, optimizer, batch, reward_fn(indices, batch["tokens"], batch["mask"]),
+                                              config)
+            except Diverged as error:
+                snapshots.diverged(str(error), 0, desc)
+            warmup = {"explained_variance_before": before, "explained_variance_after": after}
     else:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -375,6 +456,7 @@ def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, 
         generator.set_state(state["generator"])
         cpu_generator.set_state(state["cpu_generator"])
         kl.beta, curve, history, start = state["beta"], [tuple(p) for p in state["curve"]], state["history"], state["step"]
+        warmup = state["warmup"]
     bar = tqdm(range(start + 1, config.updates + 1), initial=start, total=config.updates, desc=desc, leave=False,
                disable=not parallel.main_process())
     for update in bar:
@@ -391,17 +473,6 @@ def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, 
         snapshots.step_done(update, lambda: {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                                              "rng": rng.getstate(), "generator": generator.get_state(),
                                              "cpu_generator": cpu_generator.get_state(), "beta": kl.beta,
-                                             "curve": curve, "history": history})
-    return curve, history
+                                             "curve": curve, "history": history, "warmup": warmup})
+    return curve, history, warmup
 
-
-def mean_ci95(values):
-    """Mean and the half-width of its 95% confidence interval (Student t, n - 1 degrees of freedom, for
-    up to 10 values; the normal 1.96 beyond); the half-width is 0 for a single value."""
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return mean, 0.0
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365, 9: 2.306, 10: 2.262}.get(n, 1.96)
-    return mean, t * sd / math.sqrt(n)

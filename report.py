@@ -8,8 +8,11 @@ Every run of text2grad.py writes report.html next to its results.json (and, for 
 page for all tasks in --out). The page is standard-library HTML with inline CSS and SVG: no
 scripts, fonts or network, so it opens offline in any browser. It shows, per task:
 
-    results        test metric per method, mean and 95% interval over seeds
-    curves         validation metric against PPO update, one line per method, interval shaded
+    results        the 2x2 of methods (who judges x where the reward lands), test metric per method
+                   (mean and 95% interval over seeds), each method's GAE lambda and its validation
+                   grid, the paired differences between methods
+    curves         validation metric against PPO update, one line per method, interval shaded; the
+                   value head's explained variance against update
     showcase       test responses of the SFT policy and of Text2Grad, every token coloured by its
                    delta, as the critic labelled it and as the reward model predicted it, with both
                    critiques
@@ -28,9 +31,9 @@ from data import get_task
 
 # One colour per method, the same in every chart and table.
 COLOURS = {"sft": "#7f7f7f", "ppo_scalar": "#e08a1e", "text2grad": "#1f6fb4", "text2grad_no_cot": "#8e5bb5",
-           "oracle": "#2f9e44"}
+           "oracle_scalar": "#b5892f", "oracle": "#2f9e44"}
 LABELS = {"sft": "SFT policy", "ppo_scalar": "scalar PPO", "text2grad": "Text2Grad", "text2grad_no_cot":
-          "Text2Grad, no critique", "oracle": "oracle spans"}
+          "Text2Grad, no critique", "oracle_scalar": "critic, summed on the last token", "oracle": "critic's spans"}
 DELTA_CLASS = {-1: "poor", 0: "neutral", 1: "good"}
 
 CSS = """
@@ -111,21 +114,80 @@ def legend(names):
 # ---------------------------------------------------------------------------------------------
 # Sections
 
+def swatch(name):
+    return f'<span class="swatch" style="background:{COLOURS.get(name, "#000")}"></span> {LABELS.get(name, escape(name))}'
+
+
+def two_by_two(methods, metric):
+    """The four methods that separate who judges from where the reward lands, as a 2 x 2 of test scores."""
+    cell = lambda n: (f"{swatch(n)}<br>{methods[n]['score']:.3f} ± {methods[n]['ci95']:.3f}" if n in methods else "-")
+    return ("<p>Two questions, one change each: down a column only <i>who judges</i> changes (a learned reward "
+            "model or the task's critic itself); across a row only <i>where the reward lands</i> (on every token, "
+            f"or summed onto the last one). Test {metric}, mean ± 95% interval over seeds:</p>"
+            + table(["who judges \\ where it lands", "every token (delta_t)", "last token (sum_t delta_t)"],
+                    [["learned reward model", cell("text2grad"), cell("ppo_scalar")],
+                     ["the critic itself", cell("oracle"), cell("oracle_scalar")]]))
+
+
 def results_table(results, metric):
     methods, convergence = results["methods"], results.get("convergence", {}).get("updates", {})
     rows = []
     for name, m in methods.items():
         seeds = " ".join(f"{s:.3f}" for s in m["scores"])
-        rows.append([f'<span class="swatch" style="background:{COLOURS.get(name, "#000")}"></span> '
-                     f"{LABELS.get(name, escape(name))}", num(m["score"]), num(m["ci95"]), num(m["curve"][-1][1]),
-                     seeds, "" if name == "sft" else ("not reached" if convergence.get(name) is None else str(convergence[name])),
+        ev = m.get("explained_variance")
+        rows.append([swatch(name), num(m["score"]), num(m["ci95"]), num(m["curve"][-1][1]), seeds,
+                     "" if name == "sft" else str(m.get("lambda", "-")),
+                     num(sum(ev) / len(ev), 2) if ev else "",
+                     "" if name == "sft" else ("not reached" if convergence.get(name) is None else str(convergence[name])),
                      num(m.get("time_s"), 0) if name != "sft" else ""])
-    return table(["method", f"test {metric} (mean)", "± 95%", "final validation", "per seed",
-                  "first update at scalar PPO's final level", "PPO time (s)"], rows)
+    return table(["method", f"test {metric} (mean)", "± 95%", "final validation", "per seed", "GAE lambda",
+                  "explained variance, last update", "first update at scalar PPO's final level", "PPO time (s)"], rows)
+
+
+def paired_table(results):
+    """Paired differences over seeds, and the lambda grid each method chose from."""
+    out = []
+    paired = results.get("paired", {})
+    if paired:
+        out.append("<p>Paired differences: the same seed gives every method the same training prompts, so the "
+                   "difference is taken seed by seed, and its 95% Student-t interval is the verdict's ground.</p>"
+                   + table(["difference", "mean", "± 95%", "per seed", "verdict"],
+                           [[escape(k), num(d["mean"]), num(d["ci95"]), " ".join(f"{x:+.3f}" for x in d["per_seed"]),
+                             d["verdict"]] for k, d in paired.items()]))
+    grid = results.get("lambda_grid", {})
+    if grid:
+        lambdas = sorted({lam for g in grid.values() for lam in g}, key=float)
+        out.append("<p>GAE lambda, chosen per method on validation: the final validation score of one run per "
+                   "lambda at the first seed (the chosen one in bold).</p>"
+                   + table(["method"] + [f"lambda {lam}" for lam in lambdas],
+                           [[swatch(n)] + [(f'<td class="num"><b>{g[lam]:.3f}</b></td>'
+                                            if float(lam) == results["methods"][n].get("lambda") else num(g.get(lam)))
+                                           for lam in lambdas] for n, g in grid.items()]))
+    return "".join(out)
+
+
+def explained_variance_series(results):
+    """{method: {"curve": [[update, mean EV]], "curve_ci95": [[update, half-width]]}} from ppo_history,
+    over the seeds of the method's chosen lambda (curves_svg's input shape)."""
+    series = {}
+    for name in results["methods"]:
+        runs = [h for key, h in results.get("ppo_history", {}).items() if key.rsplit("/", 1)[0] == name]
+        if not runs:
+            continue
+        curve, band = [], []
+        for u in range(min(len(h) for h in runs)):
+            values = [h[u]["explained_variance"] for h in runs]
+            mean = sum(values) / len(values)
+            spread = (sum((v - mean) ** 2 for v in values) / max(1, len(values) - 1)) ** 0.5
+            curve.append([u + 1, mean])
+            band.append([u + 1, 0.0 if len(values) < 2 else 1.96 * spread / len(values) ** 0.5])
+        series[name] = {"curve": curve, "curve_ci95": band}
+    return series
 
 
 def curves_svg(methods, metric, width=640, height=300):
-    """Mean validation curve per PPO method with its 95% band; one <polyline class="curve"> each."""
+    """Mean curve per PPO method with its 95% band; one <polyline class="curve"> each. methods:
+    {name: {"curve": [[update, value]], "curve_ci95": [[update, half-width]]}}; metric names the y axis."""
     names = [n for n in methods if n != "sft" and len(methods[n]["curve"]) > 0]
     points = {n: [(u, m, h) for (u, m), (_, h) in zip(methods[n]["curve"], methods[n]["curve_ci95"])] for n in names}
     xs = [u for n in names for u, _, _ in points[n]]
@@ -141,7 +203,7 @@ def curves_svg(methods, metric, width=640, height=300):
     X = lambda u: left + (u - x0) / (x1 - x0) * (width - left - right)
     Y = lambda v: top + (y1 - v) / (y1 - y0) * (height - top - bottom)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'role="img" aria-label="validation {metric} against PPO update">',
+             f'role="img" aria-label="{escape(metric)} against PPO update">',
              f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
              f'fill="none" stroke="#ccc"/>']
     for k in range(5):  # y grid and labels
@@ -195,34 +257,35 @@ def showcase_section(entries, metric):
 
 
 def credit_section(results):
-    runs = [results[k] for k in ("credit_landing", "credit_landing_lambda_0") if results.get(k, {}).get("responses")]
-    if not runs:
+    run = results.get("credit_landing", {})
+    if not run.get("responses"):
         return '<p class="note">no credit landing in this results.json (the critic blamed no sample)</p>'
-    out = ['<p>One PPO iteration from the SFT policy on the same criticised responses; each token is coloured '
-           'by the change of its log-probability: <span style="background:rgba(214,39,40,.75)">&nbsp;fell&nbsp;'
-           '</span> <span style="background:rgba(31,111,180,.75)">&nbsp;rose&nbsp;</span>, full colour from the '
-           '90th percentile of |change| in that response (all its rows share the scale). Text2Grad should '
-           'push down the tokens the critic blamed and '
-           'leave the rest; scalar PPO can only move the whole response. Hover a token for its number.</p>']
-    header = ["GAE lambda", "responses"] + [f"{LABELS.get(n, n)}: poor / good / neutral (ratio)"
-                                            for n in ("text2grad", "ppo_scalar")]
-    rows = [[f'{run["lam"]}', str(run["responses"])] +
-            [f'{run[n]["poor"]:+.4f} / {run[n]["good"]:+.4f} / {run[n]["neutral"]:+.4f} ({run[n]["ratio"]:+.1f})'
-             for n in ("text2grad", "ppo_scalar")] for run in runs]
-    out.append(table(header, rows))
-    out.append('<p class="note">ratio = - mean change on poor-span tokens / mean |change| on neutral tokens.</p>')
-    for k, example in enumerate(runs[0].get("examples", [])):
+    names = [n for n in COLOURS if n in run]
+    out = [f'<p>One PPO iteration from the SFT policy, each method at its own GAE lambda, on the same '
+           f'{run["responses"]} criticised responses ({run["tokens"]["poor"]} poor-span, {run["tokens"]["good"]} '
+           f'good-span, {run["tokens"]["neutral"]} neutral tokens). Concentration = the net fall of the poor-span '
+           'tokens as a share of all the movement of log pi, over their share of the tokens: 1 when blame moves '
+           'like everything else, higher when the update lands on the blamed tokens, negative when they rise; '
+           'the interval is a bootstrap over responses.</p>',
+           table(["method", "lambda", "mean change: poor", "good", "neutral", "concentration", "95% interval"],
+                 [[swatch(n), str(run[n]["lambda"]), num(run[n]["poor"], 4), num(run[n]["good"], 4),
+                   num(run[n]["neutral"], 4), num(run[n]["concentration"], 2),
+                   "[{:.2f}, {:.2f}]".format(*run[n]["concentration_ci95"])] for n in names]),
+           '<p>Each token is coloured by the change of its log-probability: <span style="background:'
+           'rgba(214,39,40,.75)">&nbsp;fell&nbsp;</span> <span style="background:rgba(31,111,180,.75)">&nbsp;rose'
+           '&nbsp;</span>, full colour from the 90th percentile of |change| in that response (all its rows share '
+           'the scale). Text2Grad should push down the tokens the critic blamed and leave the rest; scalar PPO can '
+           'only move the whole response. Hover a token for its number.</p>']
+    shown = [n for n in ("text2grad", "ppo_scalar") if n in run]
+    for example in run.get("examples", []):
         card = [row("prompt", f'<div class="tokens">{escape(example["prompt"])}</div>'),
                 row("critic", delta_tokens(example["pieces"], example["critic"]))]
-        scale = percentile([abs(c) for run in runs for n in ("text2grad", "ppo_scalar")
-                            for c in run["examples"][k]["change"].get(n, [])], 0.9)
-        for run in runs:
-            changes = run["examples"][k]["change"]
-            for n in ("text2grad", "ppo_scalar"):
-                if n in changes:
-                    card.append(row(f'<b style="color:{COLOURS[n]}">{LABELS[n]}</b>, lambda {run["lam"]}',
-                                    tokens(example["pieces"], backgrounds=[change_colour(c, scale) for c in changes[n]],
-                                           titles=[f"change of log pi {c:+.4f}" for c in changes[n]])))
+        scale = percentile([abs(c) for n in shown for c in example["change"].get(n, [])], 0.9)
+        for n in shown:
+            changes = example["change"].get(n, [])
+            card.append(row(f'<b style="color:{COLOURS[n]}">{LABELS[n]}</b>, lambda {run[n]["lambda"]}',
+                            tokens(example["pieces"], backgrounds=[change_colour(c, scale) for c in changes],
+                                   titles=[f"change of log pi {c:+.4f}" for c in changes])))
         out.append(f'<div class="card">{"".join(card)}</div>')
     return "".join(out)
 
@@ -267,9 +330,13 @@ def task_section(results):
         f'<h2 id="{task}">Task: {task}</h2>',
         f'<p class="note">preset {escape(str(results.get("preset")))}, seed {results.get("seed")}, {seeds} PPO seed(s) '
         f'per method, device {escape(str(results.get("device")))}</p>',
-        "<h3>Results</h3>", results_table(results, metric),
+        "<h3>Results</h3>", two_by_two(results["methods"], metric), results_table(results, metric),
+        paired_table(results),
         f"<h3>Learning curves</h3><p>Validation {metric} (mean over seeds, 95% interval shaded) against PPO update.</p>",
-        curves_svg(results["methods"], metric),
+        curves_svg(results["methods"], f"validation {metric}"),
+        "<p>The value head's explained variance, 1 - Var(R - V) / Var(R) over each update's rollout (mean over "
+        "seeds): 0 is a value function no better than a constant, 1 a perfect one.</p>",
+        curves_svg(explained_variance_series(results), "explained variance"),
         "<h3>What was criticised, and what the reward model read</h3>",
         showcase_section(results.get("showcase"), metric),
         f'<h3 id="{task}-credit">Credit landing: where one update moved the log-probabilities</h3>',

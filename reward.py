@@ -11,13 +11,15 @@ How the span head gets to read the critique. Attention is causal, so a token see
 before it. We therefore lay the sequence out as
 
     cot:     <|bos|> x <|response|> y <|critique|> c <|span|> y
-    no-cot:  <|bos|> x <|response|> y
+    no-cot:  <|bos|> x <|response|> y <|span|> y
 
 and put the span head on the *second* copy of y: each of its tokens has read the prompt, the whole
-response and the whole critique. The cost is one more copy of y (about a quarter of the sequence);
-the gain is one plain causal GPT, no extra attention module. The no-critique ablation ("w/o CoT" in
-the paper) puts the span head straight on the first copy. The critique ends with <|span|>, so at
-inference the model writes c greedily until it emits <|span|>, then the copy of y is appended.
+response and (under cot) the whole critique. The cost is one more copy of y (about a quarter of the
+sequence); the gain is one plain causal GPT, no extra attention module. The no-critique ablation
+("w/o CoT" in the paper) keeps the same second copy and drops only the critique, so that the critique
+is the one thing the two models differ in (a head on the first copy would also lose the right-hand
+context of every token). The critique ends with <|span|>, so at inference the model writes c greedily
+until it emits <|span|>, then the copy of y is appended.
 
 Loss = critique NLL (mean over critique tokens and the closing <|span|>) + span cross-entropy (mean
 over response tokens). Neutral tokens dominate, so the span classes are weighted by the square root
@@ -112,7 +114,7 @@ def layout(tokenizer, item, kind, cot):
     """One training sequence. Returns (ids, critique_targets, span_labels, score_position), where the
     target lists are aligned with ids (position t holds the target for the token at t, IGNORE elsewhere):
       critique_targets[t] = the next token, for t = <|critique|> .. last critique token
-      span_labels[t]      = delta + 1 of the response token at t (its second copy under cot)
+      span_labels[t]      = delta + 1 of the response token at t (its second copy)
       score_position      = index of the <|eos|> whose hidden state the scalar head reads
     """
     t = tokenizer
@@ -121,11 +123,9 @@ def layout(tokenizer, item, kind, cot):
     if kind == "scalar":
         ids = head + [t.eos_id]
         return ids, [IGNORE] * len(ids), [IGNORE] * len(ids), len(ids) - 1
-    if not cot:
-        return head, [IGNORE] * len(head), [IGNORE] * (len(head) - n) + [d + 1 for d in item["delta"]], None
-    critique = [t.critique_id, *item["critique"], t.span_id]
+    critique = [t.critique_id, *item["critique"], t.span_id] if cot else [t.span_id]
     ids = head + critique + item["response"]
-    critique_targets = [IGNORE] * len(head) + critique[1:] + [IGNORE] * (n + 1)
+    critique_targets = [IGNORE] * len(head) + critique[1:] + [IGNORE] * (n + 1) if cot else [IGNORE] * len(ids)
     span_labels = [IGNORE] * (len(ids) - n) + [d + 1 for d in item["delta"]]
     return ids, critique_targets, span_labels, None
 
@@ -218,6 +218,8 @@ class RewardModel(nn.Module):
                 out_critiques += [tokenizer.decode(c) for c in critiques]
                 sequences = [s + [tokenizer.critique_id, *c, tokenizer.span_id] + b
                              for s, c, b in zip(sequences, critiques, bodies)]
+            else:
+                sequences = [s + [tokenizer.span_id] + b for s, b in zip(sequences, bodies)]
             ids, mask = left_pad(sequences, tokenizer.pad_id, device)
             hidden, _ = self.gpt(ids, mask)
             labels = self.head(hidden).argmax(-1) - 1  # (B, T), delta at every position

@@ -30,16 +30,18 @@ import copy
 import glob
 import json
 import os
+import random
 import signal
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import torch
 
 import parallel
 import ppo
 import report
+import stats
 from checkpoint import Diverged, Interrupted, Snapshots, atomic_save, on_sigint, stop_requested
 from align import align
 from data import SPLITS, get_task, make_splits
@@ -50,29 +52,42 @@ from reward import (RewardModel, annotate, check_annotation, colour_tokens, enco
 from sft import MAX_NEW_TOKENS, evaluate, flaw_rates, policy_prompt, respond, response_ids, train_sft
 
 # Sizes a run may pick with --preset. "small" is a first look: about two minutes on 2 CPU cores.
-# ppo: PPOConfig fields; eval_every: updates between points of the validation curve.
+# ppo: PPOConfig fields; eval_every: updates between points of the validation curve; lambdas: the GAE
+# lambda grid each method chooses from on validation (ppo_stage).
 PRESETS = {
     "default": dict(train=4000, validation=200, test=200, vocab_size=1024, sft_steps=1200, batch_size=32,
                     lr=2e-3, model=dict(n_layer=4, n_head=4, n_embd=128),
                     samples_per_prompt=2, reward_steps=400, reward_lr=1e-3,
-                    ppo=dict(updates=12, batch_size=64, minibatch_size=32, lr=5e-5), eval_every=3),
+                    ppo=dict(updates=12, batch_size=64, minibatch_size=32, lr=5e-5), eval_every=3,
+                    lambdas=(0.0, 0.95)),
     "small": dict(train=1500, validation=100, test=100, vocab_size=512, sft_steps=400, batch_size=32,
                   lr=3e-3, model=dict(n_layer=2, n_head=4, n_embd=96),
                   samples_per_prompt=1, reward_steps=200, reward_lr=2e-3,
-                  ppo=dict(updates=8, batch_size=32, minibatch_size=32, lr=3e-5), eval_every=2),
+                  ppo=dict(updates=8, batch_size=32, minibatch_size=32, lr=3e-5), eval_every=2,
+                  lambdas=(0.0, 0.95)),
     # the test suite's end-to-end run: every stage, seconds on a CPU; its numbers mean nothing
     "tiny": dict(train=64, validation=16, test=16, vocab_size=512, sft_steps=20, batch_size=16,
                  lr=3e-3, model=dict(n_layer=1, n_head=2, n_embd=32, block_size=512),
                  samples_per_prompt=1, reward_steps=5, reward_lr=2e-3,
-                 ppo=dict(updates=2, batch_size=8, minibatch_size=8, lr=3e-5), eval_every=1),
+                 ppo=dict(updates=2, batch_size=8, minibatch_size=8, lr=3e-5), eval_every=1,
+                 lambdas=(0.0, 0.95)),
 }
 # The three reward models: name -> (kind, cot). "cot" is Text2Grad's; "no_cot" the paper's ablation
 # without the critique; "scalar" one score per response, for the standard-PPO baseline.
 REWARD_MODELS = {"cot": ("span", True), "no_cot": ("span", False), "scalar": ("scalar", False)}
-# The PPO runs compared: method name -> reward mode (see reward_function). "text2grad" is the
-# method; "ppo_scalar" standard RLHF PPO; "text2grad_no_cot" the ablation; "oracle" the critic's
-# own spans, an upper bound on what a perfect span reward model would give.
-METHODS = {"ppo_scalar": "scalar", "text2grad": "span", "text2grad_no_cot": "no-cot", "oracle": "oracle"}
+# The PPO runs compared: method -> (who judges, where the reward lands); see reward_function.
+# Who judges: a learned reward model (a REWARD_MODELS name) or the task's critic itself ("critic").
+# Where: on every response token (delta_t, Text2Grad's way) or summed onto the last one (RLHF's way).
+#                        every token                last token
+#   learned model        text2grad (cot)            ppo_scalar (scalar)
+#   the critic itself    oracle                     oracle_scalar
+# Across a row only the placement changes; down a column only the judge. The paper's ablation
+# without the critique ("no_cot") is compared as a reward model (span F1), not through PPO: one more
+# method would push the default run past 10 minutes. Add ("no_cot", "every") here to run it.
+METHODS = {"ppo_scalar": ("scalar", "last"), "text2grad": ("cot", "every"), "oracle_scalar": ("critic", "last"),
+           "oracle": ("critic", "every")}
+# The paired differences the verdicts read: (a, b) -> a - b per seed.
+COMPARISONS = [("text2grad", "ppo_scalar"), ("text2grad", "oracle_scalar"), ("oracle", "oracle_scalar")]
 CREDIT_PROBE = 64  # criticised responses in the credit-landing batch
 MAX_SKIPPED = 0.1  # the share of a split's annotated records that may be skipped (a span not in the response)
 SHOWN = 6          # test prompts the report shows token by token (the first whose SFT response is blamed)
@@ -290,77 +305,112 @@ def reward_stage(policy, tokenizer, records, encoded, preset, device, seed, out,
 # ---------------------------------------------------------------------------------------------
 # PPO: the same SFT policy improved with each reward, over several seeds
 
-def reward_function(mode, task, tokenizer, examples, reward_models, length_limit=None):
-    """The reward for PPO: f(indices, tokens, mask) -> scores (B, N) for sampled responses to
-    examples[indices]. mode:
-      span    Text2Grad: the CoT reward model writes a critique, then its delta lands on every token
-      no-cot  the same without the critique (the span head reads the response directly)
-      scalar  standard RLHF: the scalar reward model's score on the last real token
-      oracle  the task's critic itself, aligned to the sampled tokens (an upper bound)
-    length_limit: the dense modes' guard against farming praise by length (ppo.dense_scores)."""
+def reward_function(method, task, tokenizer, examples, reward_models, length_limit=None):
+    """The reward for PPO, the one place the methods differ: f(indices, tokens, mask) -> scores (B, N)
+    for sampled responses to examples[indices]. METHODS[method] = (judge, where):
+      judge "cot"     Text2Grad's reward model writes a critique, then a delta per token
+            "no_cot"  the same model without the critique
+            "critic"  the task's own critic, its spans aligned to the sampled tokens
+            "scalar"  the scalar reward model: one number per response, trained on sum_t delta_t
+      where "every"   score_t = delta_t on every response token (positive deltas fade past length_limit,
+                      ppo.dense_scores, the guard against farming praise by length)
+            "last"    score = sum_t delta_t on the last real token, 0 elsewhere (ppo.final_scores)"""
+    judge, where = METHODS[method]
     prompts = [tokenizer.encode(e.prompt) for e in examples]
 
     def scores(indices, tokens, mask):
         ids, mask = response_ids(tokenizer, tokens, mask), mask.float()
         batch_prompts = [prompts[i] for i in indices]
-        if mode == "scalar":
+        if judge == "scalar":
             return ppo.final_scores(reward_models["scalar"].predict(tokenizer, batch_prompts, ids), mask)
-        if mode == "oracle":
+        if judge == "critic":
             texts = [tokenizer.decode(r) for r in ids]
             deltas = [align(text, tokenizer.offsets(r), task.critique(examples[i], text))[0]
                       for i, text, r in zip(indices, texts, ids)]
         else:
-            _, deltas = reward_models["cot" if mode == "span" else "no_cot"].predict(tokenizer, batch_prompts, ids)
+            _, deltas = reward_models[judge].predict(tokenizer, batch_prompts, ids)
+        if where == "last":
+            return ppo.final_scores([float(sum(d)) for d in deltas], mask)
         return ppo.dense_scores(deltas, mask, length_limit)
     return scores
 
 
 def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, preset, seeds, compile, out, progress):
-    """Every method of METHODS from the SFT policy, once per seed (each run a stage of its own for
-    --resume). Returns (methods, history): methods[name] = {score, ci95, scores, curve, curve_ci95,
-    test, time_s}, with "sft" (from sft_results, its validation and test summaries) as the starting point."""
+    """Every method of METHODS from the SFT policy, each run a stage of its own for --resume:
+      1. GAE lambda: one run per lambda of preset["lambdas"] at the first seed; the method keeps the
+         lambda whose final validation score is highest (the first of equals, in grid order);
+      2. the other seeds at that lambda; the first seed's run at it is reused, not run again;
+      3. test: the chosen runs, and only those, are evaluated on the test split.
+    --resume with more --seeds adds the new seeds' runs to a finished run.
+    Returns (methods, history, grid): methods[name] = {lambda, score, ci95, scores, curve, curve_ci95,
+    test, explained_variance, warmup, time_s}, with "sft" (from sft_results) as the starting point;
+    history["<name>/<seed>"] the logged statistics per update; grid[name][lambda] the final
+    validation score of each lambda's run."""
     config = ppo.PPOConfig(**preset["ppo"], max_new_tokens=MAX_NEW_TOKENS, compile=compile)
     train = splits["train"]
     prompts = [policy_prompt(tokenizer, e.prompt) for e in train]
     validation = splits["validation"]
+    device = next(policy.parameters()).device
 
     def validation_score(gpt):
         responses, _ = respond(gpt, tokenizer, [e.prompt for e in validation], desc="validate")
         return sum(task.metrics(e, r)[task.PRIMARY] for e, r in zip(validation, responses)) / len(validation)
 
+    def run_once(name, lam, seed):
+        """One PPO run; its policy waits in ppo_{name}_lambda{lam}_seed{seed}.pt for the test stage."""
+        stage, start = f"ppo/{name}/lambda{lam}/{seed}", time.time()
+        if stage in progress:
+            return
+        run_config = replace(config, lam=lam)
+        model = ppo.ActorCritic(copy.deepcopy(policy), run_config.detach_value)
+        snapshots = progress.snapshots(f"ppo_{name}_lambda{lam}_{seed}")
+        curve, logged, warmup = ppo.train(
+            model, policy, prompts, reward_function(name, task, tokenizer, train, reward_models, config.length_limit),
+            tokenizer.eos_id, tokenizer.pad_id, run_config, seed=seed, evaluate=validation_score,
+            eval_every=preset["eval_every"], desc=f"ppo {name} lambda {lam} seed {seed}", snapshots=snapshots)
+        save_checkpoint(os.path.join(out, f"ppo_{name}_lambda{lam}_seed{seed}.pt"), model.gpt, tokenizer, config.updates)
+        snapshots.clear()
+        progress.finish(stage, {"curve": curve, "history": logged, "warmup": warmup}, start)
+
     sft_test = sft_results["test"]
     methods = {"sft": {"score": sft_test[task.PRIMARY], "ci95": 0.0, "scores": [sft_test[task.PRIMARY]],
                        "curve": [[0, sft_results["validation"][task.PRIMARY]]], "curve_ci95": [[0, 0.0]],
                        "test": sft_test}}
-    history = {}
-    for name, mode in METHODS.items():
+    history, grid = {}, {}
+    for name in METHODS:
+        for lam in preset["lambdas"]:
+            run_once(name, lam, seeds[0])
+        grid[name] = {lam: progress[f"ppo/{name}/lambda{lam}/{seeds[0]}"]["curve"][-1][1] for lam in preset["lambdas"]}
+        lam = max(preset["lambdas"], key=lambda candidate: grid[name][candidate])
+        for seed in seeds[1:]:
+            run_once(name, lam, seed)
         for seed in seeds:
-            stage, start = f"ppo/{name}/{seed}", time.time()
-            if stage in progress:
-                continue
-            model = ppo.ActorCritic(copy.deepcopy(policy))
-            snapshots = progress.snapshots(f"ppo_{name}_{seed}")
-            curve, logged = ppo.train(
-                model, policy, prompts, reward_function(mode, task, tokenizer, train, reward_models, config.length_limit),
-                tokenizer.eos_id, tokenizer.pad_id, config, seed=seed, evaluate=validation_score,
-                eval_every=preset["eval_every"], desc=f"ppo {name} seed {seed}", snapshots=snapshots)
-            test, samples = evaluate(task, model.gpt, tokenizer, splits["test"])
-            if seed == seeds[0]:
-                save_checkpoint(os.path.join(out, f"ppo_{name}.pt"), model.gpt, tokenizer, config.updates)
-                atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(out, f"samples_{name}.jsonl"))
-            snapshots.clear()
-            progress.finish(stage, {"curve": curve, "test": test, "history": logged}, start)
-        runs = [progress[f"ppo/{name}/{seed}"] for seed in seeds]
+            stage, start = f"test/{name}/{seed}", time.time()
+            if stage not in progress:
+                path = os.path.join(out, f"ppo_{name}_lambda{lam}_seed{seed}.pt")
+                gpt = load_checkpoint(path, device, tokenizer, policy.config)[0]
+                test, samples = evaluate(task, gpt, tokenizer, splits["test"])
+                if seed == seeds[0]:
+                    save_checkpoint(os.path.join(out, f"ppo_{name}.pt"), gpt, tokenizer, config.updates)
+                    atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(out, f"samples_{name}.jsonl"))
+                progress.finish(stage, test, start)
+        for leftover in glob.glob(os.path.join(out, f"ppo_{name}_lambda*_seed*.pt")) if parallel.main_process() else []:
+            os.remove(leftover)  # every run's policy, now evaluated; ppo_{name}.pt keeps the first seed's
+
+        runs = [progress[f"ppo/{name}/lambda{lam}/{seed}"] for seed in seeds]
         history.update({f"{name}/{seed}": run["history"] for seed, run in zip(seeds, runs)})
-        scores = [run["test"][task.PRIMARY] for run in runs]
-        score, ci95 = ppo.mean_ci95(scores)
-        points = [[u, ppo.mean_ci95([run["curve"][k][1] for run in runs])] for k, (u, _) in enumerate(runs[0]["curve"])]
-        methods[name] = {"score": score, "ci95": ci95, "scores": scores,
+        tests = [progress[f"test/{name}/{seed}"] for seed in seeds]
+        scores = [test[task.PRIMARY] for test in tests]
+        score, ci95 = stats.mean_ci95(scores)
+        points = [[u, stats.mean_ci95([run["curve"][k][1] for run in runs])] for k, (u, _) in enumerate(runs[0]["curve"])]
+        time_s = sum(progress.time(f"ppo/{name}/lambda{lam}/{seed}") + progress.time(f"test/{name}/{seed}") for seed in seeds)
+        methods[name] = {"lambda": lam, "score": score, "ci95": ci95, "scores": scores,
                          "curve": [[u, m] for u, (m, _) in points], "curve_ci95": [[u, h] for u, (_, h) in points],
-                         "test": runs[0]["test"], "time_s": sum(progress.time(f"ppo/{name}/{seed}") for seed in seeds)}
-        print(f"[{task.NAME}] {name:17s} test {task.PRIMARY} {score:.3f} ± {ci95:.3f} over {len(seeds)} seed(s), "
-              f"{methods[name]['time_s']:.0f}s")
-    return methods, history
+                         "test": tests[0], "explained_variance": [run["history"][-1]["explained_variance"] for run in runs],
+                         "warmup": [run["warmup"] for run in runs], "time_s": time_s}
+        print(f"[{task.NAME}] {name:17s} lambda {lam:<4} test {task.PRIMARY} {score:.3f} ± {ci95:.3f} over "
+              f"{len(seeds)} seed(s), {time_s:.0f}s")
+    return methods, history, grid
 
 
 def updates_to_match(curve, level):
@@ -389,17 +439,22 @@ def showcase(task, tokenizer, examples, samples, reward_model):
     return entries
 
 
-def credit_landing(task, policy, tokenizer, examples, reward_models, preset, seed, **overrides):
-    """Where one PPO iteration moves the log-probabilities. A fixed batch of criticised responses
-    (SFT samples on held-out prompts that the critic blames somewhere) is scored by each method's
-    reward; one PPO iteration (config.epochs epochs of minibatch steps) runs on exactly that batch
-    from the SFT policy; the change in log pi(y_t) is averaged over the critic's poor-span, good-span
-    and neutral tokens (EOS excluded).
-        ratio = -mean(change on poor-span tokens) / mean(|change| on neutral tokens)
-    (>= 3 is the target for Text2Grad: blame lands where the critique put it). The missing-EOS
-    penalty is off here, so only the method's own reward and the KL move the tokens.
-    overrides: PPOConfig fields (lam=0.0, say)."""
-    config = ppo.PPOConfig(**{**preset["ppo"], "missing_eos_penalty": 0.0, **overrides}, max_new_tokens=MAX_NEW_TOKENS)
+def credit_landing(task, policy, tokenizer, splits, reward_models, preset, lambdas, seed):
+    """Where one PPO update moves the log-probabilities. A fixed batch of criticised responses (SFT
+    samples on validation prompts that the critic blames somewhere) is scored by each method's reward;
+    from the SFT policy, with its value head warmed up as in training (on a batch of training
+    prompts), one PPO iteration (config.epochs epochs of minibatch steps) at the method's GAE lambda
+    (lambdas[method]) runs on exactly that batch. Then, over the response tokens (EOS excluded),
+    with change_t the change of log pi(y_t):
+        concentration = [sum_{poor} -change_t / sum_t |change_t|] / [n_poor / n]
+    the net fall of the critic's poor-span tokens as a share of all the movement, over their share of
+    the tokens: 1 when blame is spread like any other movement, up to n / n_poor when the update moves
+    nothing but the blamed tokens down, negative when they rise. Unlike a ratio to the mean change of
+    neutral tokens it stays finite when those are near-certain and barely move. Its 95% interval is a
+    bootstrap over the responses. The missing-EOS penalty is off, so only the method's reward and the
+    KL move the tokens."""
+    config = ppo.PPOConfig(**{**preset["ppo"], "missing_eos_penalty": 0.0}, max_new_tokens=MAX_NEW_TOKENS)
+    examples = splits["validation"]
     generator = torch.Generator(next(policy.parameters()).device).manual_seed(seed)
     prompts = [policy_prompt(tokenizer, e.prompt) for e in examples]
     tokens, _, mask = generate(policy, prompts, MAX_NEW_TOKENS, tokenizer.eos_id, tokenizer.pad_id,
@@ -411,33 +466,58 @@ def credit_landing(task, policy, tokenizer, examples, reward_models, preset, see
         labels.append(align(text, tokenizer.offsets(r), task.critique(e, text))[0])
     probe = [i for i, delta in enumerate(labels) if -1 in delta][:CREDIT_PROBE]
     if not probe:
-        return {"responses": 0, "lam": config.lam}
+        return {"responses": 0}
     index = torch.tensor(probe, dtype=torch.long, device=tokens.device)
     tokens, mask = tokens[index], mask[index]
     prompts, examples = [prompts[i] for i in probe], [examples[i] for i in probe]
     gold = ppo.dense_scores([labels[i] for i in probe], mask.float())  # critic's delta, EOS 0
     text = mask.float() * (tokens != tokenizer.eos_id)                  # response tokens, EOS excluded
     groups = {"poor": text * (gold < 0), "good": text * (gold > 0), "neutral": text * (gold == 0)}
-    result = {"responses": len(probe), "lam": config.lam, "tokens": {g: int(m.sum().item()) for g, m in groups.items()},
+    result = {"responses": len(probe), "tokens": {g: int(m.sum().item()) for g, m in groups.items()},
               # a few responses token by token, for the report: change[method][t] = change of log pi(y_t)
               "examples": [{"prompt": e.prompt, "pieces": tokenizer.pieces(ids[i]), "critic": [int(d) for d in labels[i]],
                             "change": {}} for e, i in zip(examples[:CREDIT_SHOWN], probe)]}
-    for name, mode in METHODS.items():
+    train = splits["train"]
+    warmup_prompts = [policy_prompt(tokenizer, e.prompt) for e in train]
+    for name in METHODS:
+        method_config = replace(config, lam=lambdas[name])
         torch.manual_seed(seed)
-        model = ppo.ActorCritic(copy.deepcopy(policy))
-        batch = ppo.score_responses(model, policy, prompts, tokens, mask, tokenizer.eos_id, tokenizer.pad_id, config)
-        scores = reward_function(mode, task, tokenizer, examples, reward_models,
+        model = ppo.ActorCritic(copy.deepcopy(policy), method_config.detach_value)
+        optimizer = model.optimizer(method_config)
+        warmup_indices = random.Random(seed).sample(range(len(train)), method_config.batch_size)
+        warmup = ppo.rollout(model, policy, [warmup_prompts[i] for i in warmup_indices], tokenizer.eos_id,
+                             tokenizer.pad_id, method_config, torch.Generator(tokens.device).manual_seed(seed))
+        ppo.warm_up_value(model, optimizer, warmup, reward_function(name, task, tokenizer, train, reward_models,
+                          config.length_limit)(warmup_indices, warmup["tokens"], warmup["mask"]), method_config)
+        batch = ppo.score_responses(model, policy, prompts, tokens, mask, tokenizer.eos_id, tokenizer.pad_id, method_config)
+        scores = reward_function(name, task, tokenizer, examples, reward_models,
                                  config.length_limit)(range(len(probe)), tokens, mask)
-        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.95), eps=1e-5)
-        ppo.ppo_iteration(model, optimizer, batch, scores, ppo.KLController(config.beta), config,
+        ppo.ppo_iteration(model, optimizer, batch, scores, ppo.KLController(config.beta), method_config,
                           torch.Generator().manual_seed(seed))
-        after = ppo.score_responses(model, policy, prompts, tokens, mask, tokenizer.eos_id, tokenizer.pad_id, config)
+        after = ppo.score_responses(model, policy, prompts, tokens, mask, tokenizer.eos_id, tokenizer.pad_id, method_config)
         change = after["logprobs"] - batch["logprobs"]  # (B, N)
-        means = {g: ppo.masked_mean(change, m).item() for g, m in groups.items()}
         for row, example in enumerate(result["examples"]):
             example["change"][name] = [round(c, 6) for c in change[row, :len(example["pieces"])].tolist()]
-        result[name] = {**means, "ratio": -means["poor"] / max(ppo.masked_mean(change.abs(), groups["neutral"]).item(), 1e-9)}
+        result[name] = {"lambda": lambdas[name], **{g: ppo.masked_mean(change, m).item() for g, m in groups.items()},
+                        **concentration(change, groups["poor"], text)}
     return result
+
+
+def concentration(change, poor, text):
+    """The credit-landing statistic (see credit_landing) and its 95% bootstrap interval over the
+    responses (rows). change (B, N); poor, text (B, N) 0/1 masks, poor within text.
+    Returns {"concentration", "concentration_ci95": [low, high]}."""
+    fall = (-change * poor).sum(1).tolist()          # (B,) net fall of each response's poor tokens
+    movement = (change.abs() * text).sum(1).tolist()  # (B,) all its movement
+    n_poor, n = poor.sum(1).tolist(), text.sum(1).tolist()
+
+    def statistic(rows):
+        moved, counted = sum(movement[i] for i in rows), sum(n[i] for i in rows)
+        if moved == 0 or counted == 0 or sum(n_poor[i] for i in rows) == 0:
+            return 0.0
+        return (sum(fall[i] for i in rows) / moved) / (sum(n_poor[i] for i in rows) / counted)
+    return {"concentration": statistic(range(len(fall))),
+            "concentration_ci95": list(stats.bootstrap_ci95(len(fall), statistic))}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -453,7 +533,7 @@ def run(args):
     task = get_task(args.task)
     given_annotations = read_annotations(args.annotations) if args.annotations else None  # checked before any work
     os.makedirs(args.out, exist_ok=True)
-    progress = Progress(args.out, {"task": task.NAME, "preset": args.preset, "seed": args.seed, "seeds": args.seeds,
+    progress = Progress(args.out, {"task": task.NAME, "preset": args.preset, "seed": args.seed,
                                    "annotations": args.annotations}, args.resume, args.checkpoint_every)
     results = {"task": task.NAME, "preset": args.preset, "seed": args.seed, "device": device}
     path = lambda name: os.path.join(args.out, name)
@@ -461,7 +541,7 @@ def run(args):
     start = time.time()
     splits = make_splits(task, {s: preset[s] for s in SPLITS}, seed=args.seed)  # the same for the same seed
     if "data" not in progress:
-        tokenizer = Tokenizer.train(training_texts(task, splits), preset["vocab_size"])
+        tokenizer = Tokenizer.train(training_texts(task, splits["train"]), preset["vocab_size"])
         atomic_save(tokenizer.to_json(), path("tokenizer.json"))
         progress.finish("data", {"demonstration_flaw_rates": flaw_rates(splits["train"]),
                                  "demonstration_score": sum(task.metrics(e, e.demonstration)[task.PRIMARY]
@@ -537,9 +617,11 @@ def run(args):
     print(f"[{task.NAME}] reward model scalar: correlation with the summed labels {rm['scalar']['score_correlation']:.3f}")
 
     seeds = [args.seed + k for k in range(args.seeds)]
-    results["methods"], results["ppo_history"] = ppo_stage(task, model, tokenizer, splits, reward_models, results["sft"],
-                                                           preset, seeds, args.compile, args.out, progress)
+    results["methods"], results["ppo_history"], results["lambda_grid"] = ppo_stage(
+        task, model, tokenizer, splits, reward_models, results["sft"], preset, seeds, args.compile, args.out, progress)
     methods = results["methods"]
+    results["paired"] = {f"{a} - {b}": stats.paired_difference(methods[a]["scores"], methods[b]["scores"])
+                         for a, b in COMPARISONS}
     # How fast each method gets to scalar PPO's final validation score: the first point of each mean
     # curve at or above it (scalar PPO itself may get there before its last update).
     level = methods["ppo_scalar"]["curve"][-1][1]
@@ -548,14 +630,9 @@ def run(args):
 
     start = time.time()
     if "credit_landing" not in progress:
-        # GAE with lambda 0.95 and a value head that knows nothing yet passes a span's blame back to the
-        # tokens before it; with lambda 0 the advantage is r_t + V_{t+1} - V_t, whitened over the batch,
-        # so each token is judged by its own reward (against the batch's mean reward).
-        progress.finish("credit_landing", {
-            "credit_landing": credit_landing(task, model, tokenizer, splits["validation"], reward_models, preset,
-                                             args.seed),
-            "credit_landing_lambda_0": credit_landing(task, model, tokenizer, splits["validation"], reward_models,
-                                                      preset, args.seed, lam=0.0)}, start)
+        progress.finish("credit_landing", {"credit_landing": credit_landing(
+            task, model, tokenizer, splits, reward_models, preset, {name: methods[name]["lambda"] for name in METHODS},
+            args.seed)}, start)
     results.update(progress["credit_landing"])
 
     start = time.time()
@@ -567,7 +644,7 @@ def run(args):
     results.update(progress["showcase"])
     stages = {"data": ["data"], "sft": ["sft"], "evaluate": ["evaluate"], "annotate": ["annotate"],
               "reward_models": [f"reward/{name}" for name in REWARD_MODELS],
-              "ppo": [f"ppo/{name}/{seed}" for name in METHODS for seed in seeds],
+              "ppo": [stage for stage in progress.done if stage.startswith(("ppo/", "test/"))],
               "credit_landing": ["credit_landing"], "showcase": ["showcase"]}
     results["wall_time_s"] = {key: sum(progress.time(s) for s in names) for key, names in stages.items()}
     atomic_save(json.dumps(results, indent=2), path("results.json"))
@@ -580,12 +657,22 @@ def run(args):
 
 
 def print_results(task, results):
-    """The results table, the convergence comparison and the credit landing."""
+    """The results table, the paired differences, the lambda grid, convergence and credit landing."""
     methods, convergence = results["methods"], results["convergence"]
-    print(f"\n{task.NAME}: test {task.PRIMARY} (mean ± 95% interval over seeds; final validation)")
+    print(f"\n{task.NAME}: test {task.PRIMARY} (mean ± 95% interval over seeds; final validation; explained "
+          f"variance of V at the last update, mean over seeds)")
     for name, m in methods.items():
         per_seed = " ".join(f"{s:.3f}" for s in m["scores"])
-        print(f"  {name:17s} {m['score']:.3f} ± {m['ci95']:.3f}   validation {m['curve'][-1][1]:.3f}   seeds: {per_seed}")
+        extra = (f"   lambda {m['lambda']:<4}  EV {sum(m['explained_variance']) / len(m['explained_variance']):.2f}"
+                 if name != "sft" else "")
+        print(f"  {name:17s} {m['score']:.3f} ± {m['ci95']:.3f}   validation {m['curve'][-1][1]:.3f}   "
+              f"seeds: {per_seed}{extra}")
+    print("  paired differences over seeds (95% interval):")
+    for key, d in results["paired"].items():
+        print(f"    {key:32s} {d['mean']:+.3f} ± {d['ci95']:.3f}   {d['verdict']}")
+    print("  GAE lambda grid, final validation at the first seed: " + "; ".join(
+        f"{name} " + " ".join(f"{lam}:{score:.3f}" for lam, score in grid.items())
+        for name, grid in results["lambda_grid"].items()))
     print(f"  first update whose mean validation reaches ppo_scalar's final {convergence['level']:.3f} "
           f"(checked every {convergence['eval_every']}): "
           + ", ".join(f"{name} {convergence['updates'][name]}" for name in METHODS))
@@ -593,14 +680,15 @@ def print_results(task, results):
     if not credit["responses"]:
         print("  credit landing: the critic blames none of the SFT policy's validation samples")
         return
-    print(f"  credit landing, mean change of log pi after one PPO iteration on {credit['responses']} criticised "
+    print(f"  credit landing, change of log pi after one PPO iteration on {credit['responses']} criticised "
           f"responses ({credit['tokens']['poor']} poor-span / {credit['tokens']['good']} good-span / "
-          f"{credit['tokens']['neutral']} neutral tokens); ratio = poor fall / mean |neutral change|:")
-    for key in ("credit_landing", "credit_landing_lambda_0"):
-        for name in METHODS:
-            c = results[key][name]
-            print(f"  GAE lambda {results[key]['lam']:<4} {name:17s} poor {c['poor']:+.4f}  good {c['good']:+.4f}  "
-                  f"neutral {c['neutral']:+.4f}  ratio {c['ratio']:+.1f}")
+          f"{credit['tokens']['neutral']} neutral tokens); concentration = poor tokens' share of the movement "
+          f"over their share of the tokens:")
+    for name in METHODS:
+        c = credit[name]
+        low, high = c["concentration_ci95"]
+        print(f"    {name:17s} lambda {c['lambda']:<4} mean change: poor {c['poor']:+.4f}  good {c['good']:+.4f}  "
+              f"neutral {c['neutral']:+.4f}   concentration {c['concentration']:.2f} [{low:.2f}, {high:.2f}]")
 
 
 def print_showcase(entries):
@@ -615,6 +703,61 @@ def print_showcase(entries):
             side = entry[name]
             print(f"  {name + ':':10s} {colour_tokens(side['pieces'], side['reward_model']['delta'])}\n"
                   f"  {'':10s} critique: {side['reward_model']['critique']}")
+
+
+# The value-head settings value_command compares (PPOConfig fields); the last is PPOConfig's default.
+VALUE_SETTINGS = {
+    "authors": dict(value_coef=0.1, value_clip=0.2, value_lr=None, detach_value=False, value_warmup_steps=0),
+    "no clip": dict(value_coef=0.1, value_clip=None, value_lr=None, detach_value=False, value_warmup_steps=0),
+    "own head": dict(value_warmup_steps=0),
+    "own head, warm-up": {},
+}
+
+
+def value_command(argv):
+    """python text2grad.py value --out DIR: the value head under each of VALUE_SETTINGS, on a finished
+    run's SFT policy and reward models: one PPO run per setting for scalar PPO and Text2Grad (the
+    run's first seed, GAE lambda 0.95 as the authors use), explained variance per update and the final
+    validation score. Writes DIR/value_settings.json; reads no test data."""
+    parser = argparse.ArgumentParser(prog="text2grad.py value", description=value_command.__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="runs/summarize", help="a finished run's folder (default: runs/summarize)")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
+    args = parser.parse_args(argv)
+    try:
+        with open(os.path.join(args.out, "progress.json"), encoding="utf-8") as f:
+            identity = json.load(f)["identity"]
+    except (OSError, ValueError, KeyError) as error:
+        fail(f"{args.out} holds no readable progress.json ({type(error).__name__}); run python text2grad.py first")
+    device, task, preset = pick_device(args.device), get_task(identity["task"]), PRESETS[identity["preset"]]
+    splits = make_splits(task, {s: preset[s] for s in SPLITS}, seed=identity["seed"])
+    policy, tokenizer, _ = load_checkpoint(os.path.join(args.out, "sft.pt"), device)
+    reward_models = {name: load_checkpoint(os.path.join(args.out, f"reward_{name}.pt"), device, tokenizer)[0]
+                     for name in REWARD_MODELS}
+    prompts = [policy_prompt(tokenizer, e.prompt) for e in splits["train"]]
+    validation = splits["validation"]
+
+    def validation_score(gpt):
+        responses, _ = respond(gpt, tokenizer, [e.prompt for e in validation], desc="validate")
+        return sum(task.metrics(e, r)[task.PRIMARY] for e, r in zip(validation, responses)) / len(validation)
+
+    results = {}
+    for setting, fields in VALUE_SETTINGS.items():
+        for name in ("ppo_scalar", "text2grad"):
+            config = ppo.PPOConfig(**{**preset["ppo"], "lam": 0.95, **fields}, max_new_tokens=MAX_NEW_TOKENS)
+            model = ppo.ActorCritic(copy.deepcopy(policy), config.detach_value)
+            curve, history, warmup = ppo.train(
+                model, policy, prompts, reward_function(name, task, tokenizer, splits["train"], reward_models,
+                                                        config.length_limit),
+                tokenizer.eos_id, tokenizer.pad_id, config, seed=identity["seed"],
+                evaluate=validation_score, eval_every=config.updates, desc=f"{setting}: {name}")
+            ev = [h["explained_variance"] for h in history]
+            results[f"{setting}/{name}"] = {"setting": fields, "explained_variance": ev, "warmup": warmup,
+                                            "value_clip_fraction": [h["value_clip_fraction"] for h in history],
+                                            "validation": curve[-1][1]}
+            print(f"{setting:18s} {name:11s} explained variance, update 1 {ev[0]:+.2f}, last {ev[-1]:+.2f}, "
+                  f"mean {sum(ev) / len(ev):+.2f}; final validation {task.PRIMARY} {curve[-1][1]:.3f}")
+    atomic_save(json.dumps(results, indent=2), os.path.join(args.out, "value_settings.json"))
+    print(f"-> {os.path.join(args.out, 'value_settings.json')}")
 
 
 def report_command(argv):
@@ -639,16 +782,20 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["report"]:
         return report_command(argv[1:])
+    if argv[:1] == ["value"]:
+        return value_command(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog="python text2grad.py report --out DIR rebuilds DIR/report.html "
-                                            "from an earlier run, without training.")
+                                            "from an earlier run, without training; python text2grad.py value "
+                                            "--out DIR compares value-head settings on a finished run.")
     parser.add_argument("--task", default="summarize", choices=["summarize", "code", "qa", "all"],
                         help="toy task to run (default: summarize)")
     parser.add_argument("--preset", default="default", choices=sorted(PRESETS), help="run size")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
-    parser.add_argument("--seeds", type=int, default=3, help="PPO runs per method, seeds --seed, --seed+1, ... "
-                        "(default 3)")
+    parser.add_argument("--seeds", type=int, default=2, help="PPO runs per method, seeds --seed, --seed+1, ... "
+                        "(default 2, to stay within 10 minutes; the README's experiment uses 5; --resume with "
+                        "more seeds adds runs to a finished run)")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="torch.compile the PPO loss path (default: on for CUDA, off for CPU)")
     parser.add_argument("--out", default="runs", help="output directory (one sub-folder per task)")

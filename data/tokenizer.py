@@ -113,11 +113,10 @@ class Tokenizer:
         return out
 
 
-def training_texts(task, splits):
-    """Every kind of string the models read or write: prompts, references, demonstrations, and the
-    critic's feedback on the training demonstrations (the reward model writes critiques)."""
-    for examples in splits.values():
-        for e in examples:
-            yield from (e.prompt, e.reference, e.demonstration)
-    for e in splits["train"]:
+def training_texts(task, examples):
+    """Every kind of string the models read or write, from the training split only (validation and
+    test text must not shape the tokenizer): prompts, references, demonstrations, and the critic's
+    feedback on the demonstrations (the reward model writes critiques)."""
+    for e in examples:
+        yield from (e.prompt, e.reference, e.demonstration)
         yield task.critique(e, e.demonstration)["textual_feedback"]

@@ -73,7 +73,7 @@ def test_resume_with_other_flags_is_refused(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def tokenizer():
     task = get_task("summarize")
-    return Tokenizer.train(training_texts(task, make_splits(task, {"train": 40, "validation": 5, "test": 5}, 0)), 400)
+    return Tokenizer.train(training_texts(task, make_splits(task, {"train": 40, "validation": 5, "test": 5}, 0)["train"]), 400)
 
 
 def test_checkpoint_of_another_size_or_tokenizer(tmp_path, capsys, tokenizer):

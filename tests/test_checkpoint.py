@@ -85,8 +85,8 @@ def test_ppo_train_stopped_and_resumed_equals_straight(tmp_path, stop):
 
     def train(reward, snapshots=None):
         model = ppo.ActorCritic(copy.deepcopy(policy))
-        curve, history = ppo.train(model, policy, prompts, reward, EOS, PAD, config, seed=5, evaluate=evaluate,
-                                   eval_every=2, snapshots=snapshots)
+        curve, history, _ = ppo.train(model, policy, prompts, reward, EOS, PAD, config, seed=5, evaluate=evaluate,
+                                      eval_every=2, snapshots=snapshots)
         return model, curve, history
 
     def blame_sevens(indices, tokens, mask):
@@ -97,7 +97,7 @@ def test_ppo_train_stopped_and_resumed_equals_straight(tmp_path, stop):
 
     def stop_after_two(indices, tokens, mask):
         seen.append(indices)
-        if len(seen) == 2:
+        if len(seen) == 3:  # the value warm-up's batch, then two updates
             stop()
         return blame_sevens(indices, tokens, mask)
 
@@ -106,7 +106,7 @@ def test_ppo_train_stopped_and_resumed_equals_straight(tmp_path, stop):
         train(stop_after_two, Snapshots(path, every_s=1e9))
     checkpoint._stop.update(requested=False)
     resumed, curve2, history2 = train(lambda *a: (seen.append(a[0]), blame_sevens(*a))[1], Snapshots(path, every_s=1e9))
-    assert len(seen) == 4  # two updates, then the two that were left
+    assert len(seen) == 5  # the warm-up and two updates, then the two that were left
     assert curve2 == curve and history2 == history
     for p, q in zip(resumed.state_dict().values(), straight.state_dict().values()):
         assert torch.equal(p, q)
@@ -120,7 +120,7 @@ def test_nan_reward_stops_ppo_naming_the_update(tmp_path):
 
     def nan_on_second_update(indices, tokens, mask):
         calls.append(1)
-        return mask.float() * (float("nan") if len(calls) == 2 else 1.0)
+        return mask.float() * (float("nan") if len(calls) == 3 else 1.0)  # the value warm-up, update 1, update 2
 
     path = str(tmp_path / "ppo.partial.pt")
     with pytest.raises(Diverged) as error:

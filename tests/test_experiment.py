@@ -1,4 +1,7 @@
-"""The PPO stage's glue in text2grad.py: rewards land on the tokens the policy sampled."""
+"""The PPO stage's glue in text2grad.py: each method's reward lands where the 2x2 says, on the
+tokens the policy sampled; the credit-landing statistic; critique truncation."""
+import math
+
 import pytest
 import torch
 
@@ -11,7 +14,7 @@ from data.tokenizer import Tokenizer, training_texts
 def setup():
     task = get_task("summarize")
     splits = make_splits(task, {"train": 40, "validation": 5, "test": 5}, seed=0)
-    tokenizer = Tokenizer.train(training_texts(task, splits), vocab_size=400)
+    tokenizer = Tokenizer.train(training_texts(task, splits["train"]), vocab_size=400)
     return task, splits["train"], tokenizer
 
 
@@ -31,6 +34,7 @@ def test_oracle_reward_blames_exactly_the_tokens_inside_poor_spans(setup):
     responses = [examples[i].demonstration for i in chosen]
     tokens, mask = sampled(tokenizer, responses)
     scores = text2grad.reward_function("oracle", task, tokenizer, examples, {})(chosen, tokens, mask)
+    last = text2grad.reward_function("oracle_scalar", task, tokenizer, examples, {})(chosen, tokens, mask)
     blamed_any = False
     for row, (i, response) in enumerate(zip(chosen, responses)):
         poor = [(response.find(p), response.find(p) + len(p)) for p in task.critique(examples[i], response)["poor_spans"]]
@@ -40,6 +44,12 @@ def test_oracle_reward_blames_exactly_the_tokens_inside_poor_spans(setup):
             assert (scores[row, t].item() == -1) == inside
             blamed_any |= inside
         assert scores[row, len(ids):].abs().sum() == 0  # EOS and padding carry nothing
+        # oracle_scalar: the same deltas, summed, all of it on the EOS (the last real token)
+        good = [(response.find(p), response.find(p) + len(p)) for p in task.critique(examples[i], response)["good_spans"]]
+        inside = lambda spans, start, end: any(s <= c < e for s, e in spans for c in range(start, end)
+                                               if not response[c].isspace())
+        total = sum(inside(good, start, end) - inside(poor, start, end) for start, end in tokenizer.offsets(ids))
+        assert last[row, len(ids)].item() == total and last[row].abs().sum().item() == abs(total)
     assert blamed_any
 
 
@@ -53,7 +63,7 @@ def test_scalar_reward_sits_on_the_eos(setup):
     indices = [5, 2]
     responses = [examples[5].demonstration, examples[2].demonstration[:10]]
     tokens, mask = sampled(tokenizer, responses)
-    scores = text2grad.reward_function("scalar", task, tokenizer, examples, {"scalar": CountingModel()})(indices, tokens, mask)
+    scores = text2grad.reward_function("ppo_scalar", task, tokenizer, examples, {"scalar": CountingModel()})(indices, tokens, mask)
     for row, (i, response) in enumerate(zip(indices, responses)):
         n = len(tokenizer.encode(response))
         expected = len(tokenizer.encode(examples[i].prompt)) + 1000 * n  # the right prompt, the response's own ids
@@ -65,3 +75,70 @@ def test_updates_to_match():
     curve = [[0, 0.5], [3, 0.7], [6, 0.9], [9, 0.85]]
     assert text2grad.updates_to_match(curve, 0.9) == 6
     assert text2grad.updates_to_match(curve, 0.95) is None
+
+
+class FixedSpans:
+    """A stand-in span reward model: predict() returns the deltas it was given, per response."""
+    def __init__(self, deltas):
+        self.deltas = deltas
+
+    def predict(self, tokenizer, prompts, responses):
+        return ["a critique"] * len(responses), [self.deltas[len(r)] for r in responses]
+
+
+def test_learned_span_rewards_land_on_every_token_with_the_length_guard(setup):
+    task, examples, tokenizer = setup
+    responses = [examples[0].demonstration, examples[1].demonstration]
+    tokens, mask = sampled(tokenizer, responses)
+    lengths = [len(tokenizer.encode(r)) for r in responses]
+    deltas = {n: [(-1, 0, 1)[t % 3] for t in range(n)] for n in lengths}  # keyed by response length
+    scores = text2grad.reward_function("text2grad", task, tokenizer, examples, {"cot": FixedSpans(deltas)},
+                                       length_limit=4)([0, 1], tokens, mask)
+    for row, n in enumerate(lengths):
+        for t in range(tokens.shape[1]):
+            d = deltas[n][t] if t < n else 0  # the EOS and the padding carry nothing
+            # praise fades past the limit: sigmoid((4 - t) / 4); blame never does
+            expected = d / (1 + math.exp(-(4 - t) / 4)) if d > 0 else d
+            assert scores[row, t].item() == pytest.approx(expected, abs=1e-6)
+
+
+def test_concentration_hand_worked():
+    # two responses of 3 text tokens (a fourth position is padding, whatever its change)
+    change = torch.tensor([[-0.3, 0.1, 0.0, 5.0],
+                           [-0.1, 0.2, -0.2, 0.0]])
+    text = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0]])
+    poor = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    # net fall on poor tokens 0.3 + 0.1 = 0.4; all movement 0.3 + 0.1 + 0 + 0.1 + 0.2 + 0.2 = 0.9;
+    # poor tokens 2 of 6: (0.4 / 0.9) / (2 / 6) = 4/3
+    result = text2grad.concentration(change, poor, text)
+    assert result["concentration"] == pytest.approx(4 / 3)
+    low, high = result["concentration_ci95"]
+    # resampling two responses: both first (0.3/0.4)/(1/3) = 2.25, both second (0.1/0.5)/(1/3) = 0.6
+    assert low == pytest.approx(0.6) and high == pytest.approx(2.25)
+    # a poor token that rises counts against: -(0.3) fall
+    flipped = text2grad.concentration(-change, poor, text)
+    assert flipped["concentration"] == pytest.approx(-4 / 3)
+
+
+def test_a_critique_too_long_for_the_block_is_cut_at_the_end(setup):
+    task, examples, tokenizer = setup
+    e = examples[0]
+    record = {"prompt": e.prompt, "response": e.demonstration, **task.critique(e, e.demonstration)}
+    P, R = len(tokenizer.encode(e.prompt)), len(tokenizer.encode(e.demonstration))
+    C = len(tokenizer.encode(record["textual_feedback"]))
+    full = 1 + P + 1 + R + 1 + C + 1 + R  # <|bos|> x <|response|> y <|critique|> c <|span|> y
+    kept, items, counts = text2grad.encode_records(tokenizer, [record], block_size=full - 3)
+    assert counts["critiques_truncated"] == 1 and len(kept) == 1
+    assert items[0]["critique"] == tokenizer.encode(record["textual_feedback"])[:C - 3]
+    kept, items, counts = text2grad.encode_records(tokenizer, [record], block_size=full)
+    assert counts["critiques_truncated"] == 0 and items[0]["critique"] == tokenizer.encode(record["textual_feedback"])
+    with pytest.raises(ValueError, match="more than the block size"):  # not even the prompt and response fit
+        text2grad.encode_records(tokenizer, [record], block_size=full - C - 1)
+
+
+def test_the_tokenizer_learns_from_the_training_split_only(setup):
+    task = get_task("summarize")
+    splits = make_splits(task, {"train": 40, "validation": 5, "test": 5}, seed=0)
+    texts = set(training_texts(task, splits["train"]))
+    held_out = {t for split in ("validation", "test") for e in splits[split] for t in (e.prompt, e.reference)}
+    assert texts and not texts & held_out

@@ -28,7 +28,7 @@ def setup():
     prompts, so the ranks' gradients differ."""
     task = get_task("summarize")
     splits = make_splits(task, {"train": 16, "validation": 2, "test": 2}, seed=0)
-    tokenizer = Tokenizer.train(training_texts(task, splits), 400)
+    tokenizer = Tokenizer.train(training_texts(task, splits["train"]), 400)
     torch.manual_seed(0)
     gpt = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=256, n_layer=1, n_head=2, n_embd=32))
     examples = splits["train"][:4]

@@ -161,12 +161,6 @@ def test_kl_controller():
     assert adaptive.beta == pytest.approx(0.1 * 1.02 * 0.98)
 
 
-def test_mean_ci95_hand_worked():
-    mean, half = ppo.mean_ci95([1.0, 2.0, 3.0])
-    assert mean == 2.0 and half == pytest.approx(4.303 / math.sqrt(3))  # sd 1, t(2) = 4.303
-    assert ppo.mean_ci95([0.5]) == (0.5, 0.0)
-
-
 # ---------------------------------------------------------------------------------------------
 # The hot loss path
 
@@ -285,9 +279,9 @@ def test_ppo_pushes_down_a_blamed_token(policy):
         return (((tokens == 7) & mask.bool()).sum() / mask.sum()).item()
 
     before = share_of_sevens(model.gpt)
-    curve, history = ppo.train(model, reference, prompts, blame_sevens, EOS, PAD,
-                               ppo.PPOConfig(**{**config.__dict__, "updates": 8}), seed=0,
-                               evaluate=share_of_sevens, eval_every=4)
+    curve, history, _ = ppo.train(model, reference, prompts, blame_sevens, EOS, PAD,
+                                  ppo.PPOConfig(**{**config.__dict__, "updates": 8}), seed=0,
+                                  evaluate=share_of_sevens, eval_every=4)
     assert before > 0.05
     assert curve[0] == (0, before) and [u for u, _ in curve] == [0, 4, 8]
     assert curve[-1][1] < before / 2
@@ -305,7 +299,7 @@ def test_compiled_training_loop_compiles_each_function_once(policy):
     prompts = [[1, 3 + i % 8, 4] for i in range(32)]
     config = ppo.PPOConfig(max_new_tokens=12, batch_size=12, minibatch_size=4, epochs=2, compile=True, updates=3)
     model = ppo.ActorCritic(copy.deepcopy(policy))
-    _, history = ppo.train(model, policy, prompts, lambda i, tokens, mask: -mask.float(), EOS, PAD, config, seed=0)
+    _, history, _ = ppo.train(model, policy, prompts, lambda i, tokens, mask: -mask.float(), EOS, PAD, config, seed=0)
     assert len({h["length"] for h in history}) > 1  # the rollouts really had different lengths
     assert all(h["skipped"] == 0 for h in history)
     # the policy's log-probs and entropy, the reference's log-probs (both no grad) and the loss
@@ -323,3 +317,82 @@ def test_actor_critic_reads_the_response_positions_of_the_full_forward(policy):
     logits, values = model(ids, mask, 7, 9)
     torch.testing.assert_close(logits, policy(ids, mask)[1][:, 7:16], atol=1e-6, rtol=0)
     assert logits.is_contiguous() and values.shape == (3, 9)
+
+
+# ---------------------------------------------------------------------------------------------
+# The value function
+
+def value_loss_only(values, old_values, returns, value_clip):
+    """ppo.clipped_losses with the policy terms switched off (advantages 0): its value_loss stat."""
+    ones = torch.ones_like(values)
+    _, stats = ppo.clipped_losses(torch.zeros_like(values), torch.zeros_like(values), values, ones,
+                                  torch.zeros_like(values), old_values, torch.zeros_like(values), returns,
+                                  *map(torch.tensor, (0.2, value_clip, 1.0, 0.0)))
+    return stats[ppo.LOSS_STATS.index("value_loss")].item(), stats[ppo.LOSS_STATS.index("value_clip_fraction")].item()
+
+
+def test_value_loss_hand_worked_with_and_without_the_clip():
+    # one token: V_old 0, V 1, R 10, value clip 0.2. Unclipped (V - R)^2 = 81; clipped V is
+    # 0 + clip(1 - 0, -0.2, 0.2) = 0.2, (0.2 - 10)^2 = 96.04; the max is 96.04, loss 0.5 * 96.04
+    values, old, returns = torch.tensor([[1.0]]), torch.tensor([[0.0]]), torch.tensor([[10.0]])
+    loss, clipped = value_loss_only(values, old, returns, 0.2)
+    assert loss == pytest.approx(48.02) and clipped == 1.0
+    # no clip (+inf, what value_clip None becomes): 0.5 * 81
+    loss, clipped = value_loss_only(values, old, returns, math.inf)
+    assert loss == pytest.approx(40.5) and clipped == 0.0
+    # V within the clip of V_old: the clip does not engage, (0.1 - 1)^2 = 0.81 either way
+    loss, clipped = value_loss_only(torch.tensor([[0.1]]), old, torch.tensor([[1.0]]), 0.2)
+    assert loss == pytest.approx(0.405) and clipped == 0.0
+    # V overshoots R inside a tight clip: unclipped (3 - 2)^2 = 1, clipped V = 0.2, (0.2 - 2)^2 = 3.24 -> 1.62
+    loss, _ = value_loss_only(torch.tensor([[3.0]]), old, torch.tensor([[2.0]]), 0.2)
+    assert loss == pytest.approx(1.62)
+
+
+def test_explained_variance_hand_worked():
+    returns = torch.tensor([[1.0, 2.0, 3.0, 9.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])  # the last position is padding
+    # Var(R) over [1, 2, 3] = 2/3; V = [1, 2, 2] leaves residuals [0, 0, 1], variance 2/9: 1 - (2/9)/(2/3) = 2/3
+    assert ppo.explained_variance(torch.tensor([[1.0, 2.0, 2.0, 0.0]]), returns, mask) == pytest.approx(2 / 3)
+    assert ppo.explained_variance(returns, returns, mask) == pytest.approx(1.0)
+    assert ppo.explained_variance(torch.full((1, 4), 5.0), returns, mask) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_the_value_head_is_detached_from_the_trunk(policy):
+    ids, mask = torch.randint(3, 12, (2, 10)), torch.ones(2, 10, dtype=torch.long)
+    for detach in (True, False):
+        model = ppo.ActorCritic(copy.deepcopy(policy), detach)
+        torch.nn.init.normal_(model.value_head[2].weight)  # a head that outputs something
+        _, values = model(ids, mask, 3, 6)
+        values.sum().backward()
+        trunk = [p.grad for p in model.gpt.parameters()]
+        assert all(g is None for g in trunk) == detach
+        assert model.value_head[0].weight.grad is not None
+
+
+def test_optimizer_gives_the_value_head_its_own_learning_rate(policy):
+    model = ppo.ActorCritic(copy.deepcopy(policy))
+    optimizer = model.optimizer(ppo.PPOConfig(lr=1e-5, value_lr=1e-3))
+    policy_group, value_group = optimizer.param_groups
+    assert policy_group["lr"] == 1e-5 and value_group["lr"] == 1e-3
+    assert sum(p.numel() for p in policy_group["params"]) == sum(p.numel() for p in model.gpt.parameters())
+    assert sum(p.numel() for p in value_group["params"]) == sum(p.numel() for p in model.value_head.parameters())
+
+
+def test_warm_up_fits_the_reward_to_go_and_leaves_the_policy_alone(policy):
+    """Score -1 on every token and no EOS penalty: the reward-to-go at position t of a response of
+    length n is -(n - t). The warm-up's explained variance is measured against exactly that hand
+    formula, it is well above 0, and the trunk has not moved."""
+    config = ppo.PPOConfig(max_new_tokens=10, missing_eos_penalty=0.0, value_warmup_steps=300)
+    model = ppo.ActorCritic(copy.deepcopy(policy))
+    optimizer = model.optimizer(config)
+    prompts = [[1, 3 + i % 8] for i in range(16)]
+    batch = ppo.rollout(model, policy, prompts, EOS, PAD, config, torch.Generator().manual_seed(0))
+    mask = batch["mask"]
+    before, after = ppo.warm_up_value(model, optimizer, batch, -mask, config)
+    lengths = mask.sum(1)
+    reward_to_go = -(lengths[:, None] - torch.arange(mask.shape[1])[None]) * mask
+    assert before == pytest.approx(0.0, abs=1e-6) and after > 0.5  # V = 0 explains nothing
+    values = model(batch["ids"], batch["attention_mask"], batch["start"], mask.shape[1])[1]
+    assert ppo.explained_variance(values.detach(), reward_to_go, mask) == pytest.approx(after, abs=1e-5)
+    for p, q in zip(model.gpt.parameters(), policy.parameters()):
+        assert torch.equal(p, q)

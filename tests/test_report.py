@@ -72,8 +72,9 @@ def results_for(task, responses, critique="fine"):
 
     showcase = [{"prompt": "p", "reference": "r", "sft": side(p), "text2grad": side(p[::-1])} for p in responses]
     change = {"ppo_scalar": [0.1] * len(responses[0]), "text2grad": [-0.2] * len(responses[0])}
-    credit = {"responses": 1, "lam": 0.95, "tokens": {"poor": 1, "good": 1, "neutral": 1},
-              **{name: {"poor": -0.1, "good": 0.0, "neutral": 0.01, "ratio": 10.0} for name in text2grad.METHODS},
+    credit = {"responses": 1, "tokens": {"poor": 1, "good": 1, "neutral": 1},
+              **{name: {"lambda": 0.95, "poor": -0.1, "good": 0.0, "neutral": 0.01, "concentration": 2.0,
+                        "concentration_ci95": [1.5, 2.5]} for name in text2grad.METHODS},
               "examples": [{"prompt": "p", "pieces": responses[0], "critic": [-1] * len(responses[0]), "change": change}]}
     confusion = [[5, 1, 0], [0, 9, 1], [0, 0, 4]]
     span = {"positive_f1": 0.9, "negative_f1": 0.8, "exact_span_match": 0.7, "confusion": confusion}

@@ -5,7 +5,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from align import align
 from data.tokenizer import Tokenizer
 from model import GPT, GPTConfig
 from reward import IGNORE, RewardModel, collate, colour_tokens, encode_record, layout, span_metrics, train_reward_model
@@ -35,11 +34,19 @@ def items(tokenizer):
     return [encode_record(tokenizer, r)[0] for r in RECORDS]
 
 
-def test_labels_are_aligns_delta(tokenizer, items):
+def test_labels_cover_exactly_the_quoted_characters(tokenizer, items):
+    """The tokens labelled -1 (+1) hold exactly the characters of the poor (good) phrases, whitespace
+    aside; the phrases located with str.index, independently of align.py."""
     for record, item in zip(RECORDS, items):
-        ids = tokenizer.encode(record["response"])
-        expected, _ = align(record["response"], tokenizer.offsets(ids), record)
-        assert item["response"] == ids and item["delta"] == expected
+        text = record["response"]
+        assert item["response"] == tokenizer.encode(text)
+        offsets = tokenizer.offsets(item["response"])
+        for sign, key in ((-1, "poor_spans"), (1, "good_spans")):
+            quoted = {c for phrase in record[key] for c in range(text.index(phrase), text.index(phrase) + len(phrase))
+                      if not text[c].isspace()}
+            labelled = {c for (start, end), d in zip(offsets, item["delta"]) if d == sign
+                        for c in range(start, end) if not text[c].isspace()}
+            assert labelled == quoted, (text, key)
 
 
 @pytest.mark.parametrize("cot", [True, False])
@@ -58,8 +65,11 @@ def test_span_labels_sit_on_the_response_tokens_they_label(tokenizer, items, cot
             assert [y for _, y in targets] == item["critique"] + [tokenizer.span_id]
             assert all(ids[t + 1] == y for t, y in targets)
             assert targets[0][0] == ids.index(tokenizer.critique_id)
-        else:
-            assert positions == list(range(len(ids) - len(item["response"]), len(ids)))
+        else:  # the same second copy of the response, with nothing but <|span|> before it
+            n = len(item["response"])
+            assert ids == [tokenizer.bos_id, *item["prompt"], tokenizer.response_id, *item["response"],
+                           tokenizer.span_id, *item["response"]]
+            assert positions == list(range(len(ids) - n, len(ids)))
             assert all(y == IGNORE for y in critique_targets)
 
 

@@ -1,6 +1,7 @@
 """The whole pipeline at the "tiny" preset (seconds on a CPU): what a run leaves on disk."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,15 +40,16 @@ def test_showcase_tokens_line_up_with_their_responses(run_all):
 def test_every_run_writes_a_report(run_all):
     for task in TASKS:
         page = Page((run_all / task / "report.html").read_text(encoding="utf-8"))
-        assert sorted(page.curves) == sorted(text2grad.METHODS)
+        # two charts: the validation metric and the value head's explained variance
+        assert sorted(page.curves) == sorted(list(text2grad.METHODS) * 2)
     page = Page((run_all / "report.html").read_text(encoding="utf-8"))
-    assert sorted(page.curves) == sorted(list(text2grad.METHODS) * len(TASKS))
+    assert sorted(page.curves) == sorted(list(text2grad.METHODS) * 2 * len(TASKS))
     responses = {side["response"] for task in TASKS
                  for entry in json.loads((run_all / task / "results.json").read_text())["showcase"]
                  for side in (entry["sft"], entry["text2grad"])}
     coloured = [c for c in page.containers if c["n_spans"]]
     assert all(c["all"] == c["spans"] for c in coloured)
-    assert responses <= {c["all"] for c in coloured}
+    assert responses - {""} <= {c["all"] for c in coloured}  # an empty response has no token to colour
 
 
 # ---------------------------------------------------------------------------------------------
@@ -85,7 +87,7 @@ def test_two_runs_with_one_seed_agree(run_all, tmp_path):
 @pytest.mark.slow
 def test_killed_and_resumed_run_gives_the_same_numbers(run_all, tmp_path):
     # SIGKILL in the middle of SFT, of a reward model and of a PPO run, resuming each time
-    for snapshot in ("sft.partial.pt", "reward_cot.partial.pt", "ppo_text2grad_1.partial.pt"):
+    for snapshot in ("sft.partial.pt", "reward_cot.partial.pt", "ppo_text2grad_lambda0.95_0.partial.pt"):
         code, _ = stop_when(tmp_path, snapshot, signal.SIGKILL)
         assert code == -signal.SIGKILL, f"the run ended before {snapshot} appeared"
         assert not (tmp_path / "summarize" / "results.json").exists()
@@ -95,10 +97,22 @@ def test_killed_and_resumed_run_gives_the_same_numbers(run_all, tmp_path):
 
 @pytest.mark.slow
 def test_ctrl_c_saves_and_resume_finishes(run_all, tmp_path):
-    code, err = stop_when(tmp_path, "ppo_ppo_scalar_0.partial.pt", signal.SIGINT)
+    code, err = stop_when(tmp_path, "ppo_ppo_scalar_lambda0.0_0.partial.pt", signal.SIGINT)
     assert code == 130 and "--resume" in err and "Traceback" not in err
     progress = json.loads((tmp_path / "summarize" / "progress.json").read_text())
     assert "reward/scalar" in progress["done"] and "showcase" not in progress["done"]
     assert not (tmp_path / "summarize" / "results.json").exists()
     text2grad.main(["--preset", "tiny", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
     assert metrics(tmp_path / "summarize" / "results.json") == metrics(run_all / "summarize" / "results.json")
+
+
+def test_resume_with_more_seeds_adds_their_runs(run_all, tmp_path):
+    shutil.copytree(run_all / "summarize", tmp_path / "summarize")
+    text2grad.main(["--preset", "tiny", "--task", "summarize", "--seeds", "3", "--out", str(tmp_path), "--resume"])
+    before = json.loads((run_all / "summarize" / "results.json").read_text())
+    after = json.loads((tmp_path / "summarize" / "results.json").read_text())
+    for name in text2grad.METHODS:
+        assert len(after["methods"][name]["scores"]) == 3
+        assert after["methods"][name]["scores"][:2] == before["methods"][name]["scores"]  # the first two, reused
+        assert after["methods"][name]["lambda"] == before["methods"][name]["lambda"]
+    assert not list((tmp_path / "summarize").glob("ppo_*_lambda*_seed*.pt"))  # every run's policy evaluated, removed

@@ -1,0 +1,45 @@
+"""The statistics the experiment reports: intervals over seeds, paired differences, a bootstrap.
+
+Every PPO method starts from the same SFT policy and reward models and, for a given seed, draws the
+same training prompts in the same order, so a seed is a *pair* (or a block, across methods): the
+difference Text2Grad - scalar PPO on seed s removes what the two runs share (which prompts came
+early, the SFT policy's quirks). Intervals on those differences are much tighter than the two
+methods' own intervals side by side, and a verdict reads them: a difference whose interval excludes
+0 is a difference.
+"""
+import math
+import random
+
+# two-sided 95% quantiles of Student's t, by degrees of freedom (n - 1)
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+       11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093}
+
+
+def mean_ci95(values):
+    """Mean and the half-width of its 95% Student-t interval: mean +- t_{n-1} sd / sqrt(n) (the normal
+    1.96 past 20 values); the half-width is 0 for a single value."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, 0.0
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, T95.get(n - 1, 1.96) * sd / math.sqrt(n)
+
+
+def paired_difference(a, b):
+    """a[s] - b[s] for the same seeds s: {"mean", "ci95" (half-width), "per_seed", "verdict"}, where
+    the verdict is "higher" or "lower" when the interval excludes 0, "tie" when it does not."""
+    if len(a) != len(b):
+        raise ValueError(f"paired values need the same seeds: {len(a)} against {len(b)}")
+    differences = [x - y for x, y in zip(a, b)]
+    mean, half = mean_ci95(differences)
+    verdict = "tie" if len(differences) < 2 or abs(mean) <= half else ("higher" if mean > 0 else "lower")
+    return {"mean": mean, "ci95": half, "per_seed": differences, "verdict": verdict}
+
+
+def bootstrap_ci95(n, statistic, resamples=2000, seed=0):
+    """The 2.5th and 97.5th percentiles of statistic(indices) over `resamples` draws of n indices
+    with replacement (the percentile bootstrap): resample the units (responses, seeds), recompute."""
+    rng = random.Random(seed)
+    values = sorted(statistic([rng.randrange(n) for _ in range(n)]) for _ in range(resamples))
+    return values[int(0.025 * resamples)], values[int(0.975 * resamples) - 1]

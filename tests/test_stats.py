@@ -1,0 +1,42 @@
+"""stats.py against hand-worked values."""
+import math
+
+import pytest
+
+import stats
+
+
+def test_mean_ci95_hand_worked():
+    mean, half = stats.mean_ci95([1.0, 2.0, 3.0])
+    assert mean == 2.0 and half == pytest.approx(4.303 / math.sqrt(3))  # sd 1, t(2) = 4.303
+    mean, half = stats.mean_ci95([0.0, 1.0, 0.0, 1.0, 0.0])  # sd sqrt(0.3), t(4) = 2.776
+    assert mean == 0.4 and half == pytest.approx(2.776 * math.sqrt(0.3) / math.sqrt(5))
+    assert stats.mean_ci95([0.5]) == (0.5, 0.0)
+
+
+def test_paired_difference_is_tighter_than_the_two_intervals():
+    # the seeds move both methods together; b is always 0.01 below a
+    a, b = [0.90, 0.80, 0.95, 0.85, 0.70], [0.89, 0.79, 0.94, 0.84, 0.69]
+    d = stats.paired_difference(a, b)
+    assert d["mean"] == pytest.approx(0.01) and d["ci95"] == pytest.approx(0.0, abs=1e-12)
+    assert d["per_seed"] == pytest.approx([0.01] * 5) and d["verdict"] == "higher"
+    assert stats.mean_ci95(a)[1] > 0.1  # side by side, the two intervals overlap completely
+    # differences 1, -1, 1, -1 (mean 0): a tie; differences -1, -2, -3: lower
+    assert stats.paired_difference([1, 0, 1, 0], [0, 1, 0, 1])["verdict"] == "tie"
+    d = stats.paired_difference([0, 0, 0], [1, 2, 3])
+    assert d["mean"] == -2 and d["ci95"] == pytest.approx(4.303 / math.sqrt(3)) and d["verdict"] == "tie"
+    assert stats.paired_difference([0, 0, 0, 0, 0], [1, 2, 3, 2, 1])["verdict"] == "lower"
+    with pytest.raises(ValueError):
+        stats.paired_difference([1, 2], [1])
+
+
+def test_bootstrap_ci95_of_a_mean():
+    values = [0.0, 1.0]
+    low, high = stats.bootstrap_ci95(2, lambda rows: sum(values[i] for i in rows) / len(rows), resamples=4000)
+    assert (low, high) == (0.0, 1.0)  # both-first and both-second each come up with probability 1/4
+    constant = stats.bootstrap_ci95(10, lambda rows: 3.0)
+    assert constant == (3.0, 3.0)
+    # a large sample: the interval of a mean of 0/1 values is close to mean +- 1.96 sd / sqrt(n)
+    values = [k % 2 for k in range(400)]
+    low, high = stats.bootstrap_ci95(400, lambda rows: sum(values[i] for i in rows) / 400, resamples=2000)
+    assert low == pytest.approx(0.5 - 1.96 * 0.5 / 20, abs=0.01) and high == pytest.approx(0.5 + 1.96 * 0.5 / 20, abs=0.01)
