@@ -6,7 +6,7 @@ One PPO iteration on a batch of prompts:
   2. reward    r_t = score_t - beta * KL_t, where score_t is the reward model's delta_t on every
                token (Text2Grad) or one score on the last real token (standard RLHF PPO);
   3. GAE       A_t = sum_l (gamma*lambda)^l (r_{t+l} + gamma V(t+l+1) - V(t+l)), returns = A + V;
-  4. update    a few epochs of minibatches of the clipped surrogate plus the clipped value loss.
+  4. update    a few epochs of minibatches of the clipped surrogate plus the value loss.
 The "natural-language gradient" is nothing more than step 2: the critique decides *where* the
 reward lands, and the policy gradient sum_t A_t grad log pi(y_t | x, y_<t) carries it from there.
 
@@ -62,7 +62,7 @@ class PPOConfig:
     clip: float = 0.2             # policy ratio clip epsilon
     value_clip: float = None      # value clip around the rollout's values; None: none (the authors: 0.2)
     value_coef: float = 1.0       # c_v, weight of the value loss (the authors: 0.1); with a detached head
-                                  # and its own Adam group it only scales the logged loss
+                                  # and its own Adam group it matters only through the gradient clip
     value_lr: float = 1e-3        # the value head's Adam learning rate (None: the policy's lr)
     detach_value: bool = True     # the value head reads the trunk without training it (the authors: False)
     value_warmup_steps: int = 100 # full-batch steps fitting V to one SFT batch's reward-to-go (0: none)
@@ -298,13 +298,13 @@ class ActorCritic(nn.Module):
 
 def warm_up_value(model, optimizer, batch, scores, config):
     """Fit V, and only V, to the reward-to-go of one scored batch sampled from the SFT policy, before
-    the first PPO update:  R_t = sum_{l >= t} r_l  (gamma 1; the policy is the reference, so KL_t = 0
+    the first PPO update:  R_t = sum_{l >= t} gamma^(l-t) r_l  (the policy is the reference, so KL_t = 0
     and r_t is the score plus the missing-EOS penalty), by config.value_warmup_steps full-batch steps of
     0.5 mean_t (V_t - R_t)^2. The trunk's hidden states are computed once, without gradient: only the
     head learns, whatever config.detach_value says. Returns the explained variance before and after."""
     mask = batch["mask"]
     rewards = token_rewards(scores, batch["logprobs"], batch["ref_logprobs"], mask, batch["ended"], 0.0, config)
-    _, returns = compute_advantages(rewards, torch.zeros_like(rewards), mask, 1.0, 1.0)  # V = 0: R = reward-to-go
+    _, returns = compute_advantages(rewards, torch.zeros_like(rewards), mask, config.gamma, 1.0)  # V = 0: R = reward-to-go
     with torch.no_grad():
         hidden = model.gpt.hidden_states(batch["ids"], batch["attention_mask"])[:, batch["start"]:batch["start"] + mask.shape[1]]
     before = explained_variance(model.value(hidden).detach(), returns, mask)
@@ -363,7 +363,9 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
       policy_loss, value_loss, entropy, approx_kl (E[(rho - 1) - log rho], measured before each step,
       so it shows how far the earlier steps had moved the policy), clip_fraction,
       value_clip_fraction, ratio: means over the minibatch steps
-      explained_variance  1 - Var(R - V) / Var(R) of the rollout's values (1 is a perfect critic)
+      explained_variance  1 - Var(R - V) / Var(R) of the rollout's values against the GAE(lambda)
+                      returns R (1 is a perfect critic); explained_variance_mc the same against the
+                      reward-to-go, comparable across lambdas
       skipped         minibatches skipped because their mean ratio exploded
       length, eos_rate    mean response length (tokens, EOS included) and share ending in an EOS."""
     mask = batch["mask"]
@@ -372,6 +374,9 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
     rewards = token_rewards(scores, batch["logprobs"], batch["ref_logprobs"], mask, batch["ended"], kl.beta, config)
     advantages, returns = compute_advantages(rewards, batch["values"], mask, config.gamma, config.lam)
     explained = explained_variance(batch["values"], returns, mask)
+    # the same against the plain reward-to-go (lambda 1), which does not depend on the method's lambda
+    explained_mc = explained_variance(batch["values"], compute_advantages(rewards, torch.zeros_like(rewards), mask,
+                                                                         config.gamma, 1.0)[1], mask)
     advantages = masked_whiten(advantages, mask)
 
     device = mask.device
@@ -412,7 +417,7 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
     kl.update(kl_per_response, B)
     logged = {name: (totals[i] / max(1, steps)).item() for i, name in enumerate(LOSS_STATS)}
     logged.update(reward=rewards.sum(1).mean().item(), score=scores.sum(1).mean().item(), kl_ref=kl_per_response,
-                  beta=kl.beta, explained_variance=explained, skipped=skipped,
+                  beta=kl.beta, explained_variance=explained, explained_variance_mc=explained_mc, skipped=skipped,
                   length=mask.sum(1).mean().item(), eos_rate=batch["ended"].float().mean().item())
     return logged
 

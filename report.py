@@ -27,6 +27,7 @@ import json
 import os
 from html import escape
 
+import stats
 from data import get_task
 
 # One colour per method, the same in every chart and table.
@@ -150,7 +151,9 @@ def paired_table(results):
     paired = results.get("paired", {})
     if paired:
         out.append("<p>Paired differences: the same seed gives every method the same training prompts, so the "
-                   "difference is taken seed by seed, and its 95% Student-t interval is the verdict's ground.</p>"
+                   "difference is taken seed by seed, and its 95% Student-t interval is the verdict's ground "
+                   "(with two seeds t is 12.7, so nearly every verdict is a tie; with one there is no interval: "
+                   "run more seeds).</p>"
                    + table(["difference", "mean", "± 95%", "per seed", "verdict"],
                            [[escape(k), num(d["mean"]), num(d["ci95"]), " ".join(f"{x:+.3f}" for x in d["per_seed"]),
                              d["verdict"]] for k, d in paired.items()]))
@@ -176,11 +179,9 @@ def explained_variance_series(results):
             continue
         curve, band = [], []
         for u in range(min(len(h) for h in runs)):
-            values = [h[u]["explained_variance"] for h in runs]
-            mean = sum(values) / len(values)
-            spread = (sum((v - mean) ** 2 for v in values) / max(1, len(values) - 1)) ** 0.5
+            mean, half = stats.mean_ci95([h[u]["explained_variance"] for h in runs])
             curve.append([u + 1, mean])
-            band.append([u + 1, 0.0 if len(values) < 2 else 1.96 * spread / len(values) ** 0.5])
+            band.append([u + 1, half])
         series[name] = {"curve": curve, "curve_ci95": band}
     return series
 
@@ -264,9 +265,9 @@ def credit_section(results):
     out = [f'<p>One PPO iteration from the SFT policy, each method at its own GAE lambda, on the same '
            f'{run["responses"]} criticised responses ({run["tokens"]["poor"]} poor-span, {run["tokens"]["good"]} '
            f'good-span, {run["tokens"]["neutral"]} neutral tokens). Concentration = the net fall of the poor-span '
-           'tokens as a share of all the movement of log pi, over their share of the tokens: 1 when blame moves '
-           'like everything else, higher when the update lands on the blamed tokens, negative when they rise; '
-           'the interval is a bootstrap over responses.</p>',
+           'tokens as a share of all the movement of log pi, over their share of the tokens: 1 when they fall '
+           'by the average |change| of a token, higher when the update lands on the blamed tokens, negative '
+           'when they rise; the interval is a bootstrap over the probed responses of this one update.</p>',
            table(["method", "lambda", "mean change: poor", "good", "neutral", "concentration", "95% interval"],
                  [[swatch(n), str(run[n]["lambda"]), num(run[n]["poor"], 4), num(run[n]["good"], 4),
                    num(run[n]["neutral"], 4), num(run[n]["concentration"], 2),

@@ -125,7 +125,7 @@ def layout(tokenizer, item, kind, cot):
         return ids, [IGNORE] * len(ids), [IGNORE] * len(ids), len(ids) - 1
     critique = [t.critique_id, *item["critique"], t.span_id] if cot else [t.span_id]
     ids = head + critique + item["response"]
-    critique_targets = [IGNORE] * len(head) + critique[1:] + [IGNORE] * (n + 1) if cot else [IGNORE] * len(ids)
+    critique_targets = ([IGNORE] * len(head) + critique[1:] + [IGNORE] * (n + 1)) if cot else [IGNORE] * len(ids)
     span_labels = [IGNORE] * (len(ids) - n) + [d + 1 for d in item["delta"]]
     return ids, critique_targets, span_labels, None
 

@@ -1,7 +1,8 @@
 """text2grad: the experiment, end to end, on one toy task.
 
-    data -> tokenizer -> SFT policy -> annotate (critic) -> reward models -> PPO (Text2Grad and the
-    scalar-reward baseline, over several seeds) -> evaluate -> results table
+    data -> tokenizer -> SFT policy -> annotate (critic) -> reward models -> PPO (the 2x2 of METHODS:
+    Text2Grad, scalar PPO and the critic's own rewards placed both ways, GAE lambda chosen per method
+    on validation, several seeds) -> evaluate -> results table
 
 Run `python text2grad.py --help` for the flags. Everything a run makes goes into --out:
     tokenizer.json              the byte-level BPE tokenizer
@@ -10,6 +11,7 @@ Run `python text2grad.py --help` for the flags. Everything a run makes goes into
     annotations_{split}.jsonl   sampled SFT responses annotated by the critic (reward-model data)
     reward_{cot,no_cot,scalar}.pt  the reward models
     ppo_{method}.pt             the policy after PPO with each reward, first seed
+    ppo_{method}_lambda{l}_seed{s}.pt  each PPO run's policy until its test evaluation (then removed)
     samples_{method}.jsonl      its greedy test responses with the critic's annotation, first seed
     results.json                metrics per stage and method, credit landing, the report's token-level
                                 showcase, wall time per stage
@@ -17,10 +19,15 @@ Run `python text2grad.py --help` for the flags. Everything a run makes goes into
                                 also writes one for all tasks into --out
     progress.json               the stages finished so far and what they measured (for --resume)
     {loop}.partial.pt           a running training loop's snapshot (for --resume), removed when done
+    value_settings.json         written by `python text2grad.py value` (value-head settings compared)
 
 Seeds: --seeds N repeats the PPO stage N times (seed, seed+1, ...), each method from the same SFT
 policy and reward models; the interval over seeds is therefore the spread of PPO itself (rollout
-sampling, minibatch order), not of SFT or reward-model training, which run once.
+sampling, minibatch order), not of SFT or reward-model training, which run once. For a given seed
+every method draws the same training prompts in the same order, so methods are compared seed by
+seed (stats.paired_difference). The first seed's run at the chosen lambda is the one that won the
+lambda grid on validation, so it is selected, not drawn: a small optimistic bias on that seed, the
+same procedure for every method.
 
 Simplifications, on purpose: one fixed learning-rate schedule, no gradient accumulation, no mixed
 precision; the whole dataset lives in memory (it is a few thousand short strings).
@@ -59,12 +66,12 @@ PRESETS = {
                     lr=2e-3, model=dict(n_layer=4, n_head=4, n_embd=128),
                     samples_per_prompt=2, reward_steps=400, reward_lr=1e-3,
                     ppo=dict(updates=12, batch_size=64, minibatch_size=32, lr=5e-5), eval_every=3,
-                    lambdas=(0.0, 0.95)),
+                    lambdas=(0.0, 0.5, 0.95)),
     "small": dict(train=1500, validation=100, test=100, vocab_size=512, sft_steps=400, batch_size=32,
                   lr=3e-3, model=dict(n_layer=2, n_head=4, n_embd=96),
                   samples_per_prompt=1, reward_steps=200, reward_lr=2e-3,
                   ppo=dict(updates=8, batch_size=32, minibatch_size=32, lr=3e-5), eval_every=2,
-                  lambdas=(0.0, 0.95)),
+                  lambdas=(0.0, 0.5, 0.95)),
     # the test suite's end-to-end run: every stage, seconds on a CPU; its numbers mean nothing
     "tiny": dict(train=64, validation=16, test=16, vocab_size=512, sft_steps=20, batch_size=16,
                  lr=3e-3, model=dict(n_layer=1, n_head=2, n_embd=32, block_size=512),
@@ -314,8 +321,12 @@ def reward_function(method, task, tokenizer, examples, reward_models, length_lim
             "scalar"  the scalar reward model: one number per response, trained on sum_t delta_t
       where "every"   score_t = delta_t on every response token (positive deltas fade past length_limit,
                       ppo.dense_scores, the guard against farming praise by length)
-            "last"    score = sum_t delta_t on the last real token, 0 elsewhere (ppo.final_scores)"""
+            "last"    the same scores summed, sum_t score_t, on the last real token, 0 elsewhere
+                      (ppo.final_scores): the same information in one number. The scalar reward
+                      model is trained on the plain sum_t delta_t (the usual scalar baseline)"""
     judge, where = METHODS[method]
+    if judge == "scalar" and where != "last":
+        raise ValueError(f"{method}: the scalar reward model has one score per response; it can only land on the last token")
     prompts = [tokenizer.encode(e.prompt) for e in examples]
 
     def scores(indices, tokens, mask):
@@ -329,9 +340,8 @@ def reward_function(method, task, tokenizer, examples, reward_models, length_lim
                       for i, text, r in zip(indices, texts, ids)]
         else:
             _, deltas = reward_models[judge].predict(tokenizer, batch_prompts, ids)
-        if where == "last":
-            return ppo.final_scores([float(sum(d)) for d in deltas], mask)
-        return ppo.dense_scores(deltas, mask, length_limit)
+        dense = ppo.dense_scores(deltas, mask, length_limit)
+        return ppo.final_scores(dense.sum(1), mask) if where == "last" else dense
     return scores
 
 
@@ -380,7 +390,9 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
     for name in METHODS:
         for lam in preset["lambdas"]:
             run_once(name, lam, seeds[0])
-        grid[name] = {lam: progress[f"ppo/{name}/lambda{lam}/{seeds[0]}"]["curve"][-1][1] for lam in preset["lambdas"]}
+        finals = [progress[f"ppo/{name}/lambda{lam}/{seeds[0]}"]["curve"][-1][1] for lam in preset["lambdas"]]
+        finals = parallel.all_mean(torch.tensor(finals, device=device)).tolist()  # under torchrun: one choice
+        grid[name] = dict(zip(preset["lambdas"], finals))
         lam = max(preset["lambdas"], key=lambda candidate: grid[name][candidate])
         for seed in seeds[1:]:
             run_once(name, lam, seed)
@@ -407,6 +419,7 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         methods[name] = {"lambda": lam, "score": score, "ci95": ci95, "scores": scores,
                          "curve": [[u, m] for u, (m, _) in points], "curve_ci95": [[u, h] for u, (_, h) in points],
                          "test": tests[0], "explained_variance": [run["history"][-1]["explained_variance"] for run in runs],
+                         "explained_variance_mc": [run["history"][-1]["explained_variance_mc"] for run in runs],
                          "warmup": [run["warmup"] for run in runs], "time_s": time_s}
         print(f"[{task.NAME}] {name:17s} lambda {lam:<4} test {task.PRIMARY} {score:.3f} ± {ci95:.3f} over "
               f"{len(seeds)} seed(s), {time_s:.0f}s")
@@ -443,15 +456,16 @@ def credit_landing(task, policy, tokenizer, splits, reward_models, preset, lambd
     """Where one PPO update moves the log-probabilities. A fixed batch of criticised responses (SFT
     samples on validation prompts that the critic blames somewhere) is scored by each method's reward;
     from the SFT policy, with its value head warmed up as in training (on a batch of training
-    prompts), one PPO iteration (config.epochs epochs of minibatch steps) at the method's GAE lambda
+    prompts, the missing-EOS penalty off as below), one PPO iteration (config.epochs epochs of minibatch steps) at the method's GAE lambda
     (lambdas[method]) runs on exactly that batch. Then, over the response tokens (EOS excluded),
     with change_t the change of log pi(y_t):
         concentration = [sum_{poor} -change_t / sum_t |change_t|] / [n_poor / n]
     the net fall of the critic's poor-span tokens as a share of all the movement, over their share of
-    the tokens: 1 when blame is spread like any other movement, up to n / n_poor when the update moves
-    nothing but the blamed tokens down, negative when they rise. Unlike a ratio to the mean change of
-    neutral tokens it stays finite when those are near-certain and barely move. Its 95% interval is a
-    bootstrap over the responses. The missing-EOS penalty is off, so only the method's reward and the
+    the tokens: 1 when the poor tokens fall by the average |change| of a token, up to n / n_poor when
+    the update moves nothing but the blamed tokens down, negative when they rise. Unlike a ratio to
+    the mean change of neutral tokens it stays finite when those are near-certain and barely move.
+    Its 95% interval is a bootstrap over the responses of this one update: it says how much the
+    number depends on which responses were probed, not how much another update would differ. The missing-EOS penalty is off, so only the method's reward and the
     KL move the tokens."""
     config = ppo.PPOConfig(**{**preset["ppo"], "missing_eos_penalty": 0.0}, max_new_tokens=MAX_NEW_TOKENS)
     examples = splits["validation"]
@@ -660,15 +674,18 @@ def print_results(task, results):
     """The results table, the paired differences, the lambda grid, convergence and credit landing."""
     methods, convergence = results["methods"], results["convergence"]
     print(f"\n{task.NAME}: test {task.PRIMARY} (mean ± 95% interval over seeds; final validation; explained "
-          f"variance of V at the last update, mean over seeds)")
+          f"variance of V at the last update against the GAE returns and the reward-to-go, mean over seeds)")
     for name, m in methods.items():
         per_seed = " ".join(f"{s:.3f}" for s in m["scores"])
-        extra = (f"   lambda {m['lambda']:<4}  EV {sum(m['explained_variance']) / len(m['explained_variance']):.2f}"
-                 if name != "sft" else "")
+        extra = (f"   lambda {m['lambda']:<4}  EV {stats.mean_ci95(m['explained_variance'])[0]:.2f} "
+                 f"(reward-to-go {stats.mean_ci95(m['explained_variance_mc'])[0]:.2f})" if name != "sft" else "")
         print(f"  {name:17s} {m['score']:.3f} ± {m['ci95']:.3f}   validation {m['curve'][-1][1]:.3f}   "
               f"seeds: {per_seed}{extra}")
-    print("  paired differences over seeds (95% interval):")
-    for key, d in results["paired"].items():
+    if len(methods["text2grad"]["scores"]) < 2:
+        print("  paired differences need two seeds or more: run with --seeds 5 (add --resume to keep this run)")
+    else:
+        print("  paired differences over seeds (95% interval):")
+    for key, d in results["paired"].items() if len(methods["text2grad"]["scores"]) > 1 else []:
         print(f"    {key:32s} {d['mean']:+.3f} ± {d['ci95']:.3f}   {d['verdict']}")
     print("  GAE lambda grid, final validation at the first seed: " + "; ".join(
         f"{name} " + " ".join(f"{lam}:{score:.3f}" for lam, score in grid.items())
@@ -706,6 +723,8 @@ def print_showcase(entries):
 
 
 # The value-head settings value_command compares (PPOConfig fields); the last is PPOConfig's default.
+# "authors" is close to the authors' (TRL's) setting: loss weight 0.1, value clip 0.2, the policy's
+# learning rate, the head trained through the trunk; it keeps our MLP head and per-group gradient clip.
 VALUE_SETTINGS = {
     "authors": dict(value_coef=0.1, value_clip=0.2, value_lr=None, detach_value=False, value_warmup_steps=0),
     "no clip": dict(value_coef=0.1, value_clip=None, value_lr=None, detach_value=False, value_warmup_steps=0),
@@ -752,10 +771,13 @@ def value_command(argv):
                 evaluate=validation_score, eval_every=config.updates, desc=f"{setting}: {name}")
             ev = [h["explained_variance"] for h in history]
             results[f"{setting}/{name}"] = {"setting": fields, "explained_variance": ev, "warmup": warmup,
+                                            "explained_variance_mc": [h["explained_variance_mc"] for h in history],
                                             "value_clip_fraction": [h["value_clip_fraction"] for h in history],
                                             "validation": curve[-1][1]}
+            mc = results[f"{setting}/{name}"]["explained_variance_mc"]
             print(f"{setting:18s} {name:11s} explained variance, update 1 {ev[0]:+.2f}, last {ev[-1]:+.2f}, "
-                  f"mean {sum(ev) / len(ev):+.2f}; final validation {task.PRIMARY} {curve[-1][1]:.3f}")
+                  f"mean {sum(ev) / len(ev):+.2f} (against the reward-to-go: mean {sum(mc) / len(mc):+.2f}); "
+                  f"final validation {task.PRIMARY} {curve[-1][1]:.3f}")
     atomic_save(json.dumps(results, indent=2), os.path.join(args.out, "value_settings.json"))
     print(f"-> {os.path.join(args.out, 'value_settings.json')}")
 
@@ -793,9 +815,9 @@ def main(argv=None):
     parser.add_argument("--preset", default="default", choices=sorted(PRESETS), help="run size")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
-    parser.add_argument("--seeds", type=int, default=2, help="PPO runs per method, seeds --seed, --seed+1, ... "
-                        "(default 2, to stay within 10 minutes; the README's experiment uses 5; --resume with "
-                        "more seeds adds runs to a finished run)")
+    parser.add_argument("--seeds", type=int, default=1, help="PPO runs per method at its chosen GAE lambda, seeds "
+                        "--seed, --seed+1, ... (default 1, to stay within 10 minutes; the README's experiment uses "
+                        "5; --resume with more seeds adds runs to a finished run)")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="torch.compile the PPO loss path (default: on for CUDA, off for CPU)")
     parser.add_argument("--out", default="runs", help="output directory (one sub-folder per task)")

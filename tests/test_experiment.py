@@ -35,6 +35,7 @@ def test_oracle_reward_blames_exactly_the_tokens_inside_poor_spans(setup):
     tokens, mask = sampled(tokenizer, responses)
     scores = text2grad.reward_function("oracle", task, tokenizer, examples, {})(chosen, tokens, mask)
     last = text2grad.reward_function("oracle_scalar", task, tokenizer, examples, {})(chosen, tokens, mask)
+    guarded = text2grad.reward_function("oracle_scalar", task, tokenizer, examples, {}, length_limit=4)(chosen, tokens, mask)
     blamed_any = False
     for row, (i, response) in enumerate(zip(chosen, responses)):
         poor = [(response.find(p), response.find(p) + len(p)) for p in task.critique(examples[i], response)["poor_spans"]]
@@ -50,6 +51,10 @@ def test_oracle_reward_blames_exactly_the_tokens_inside_poor_spans(setup):
                                                if not response[c].isspace())
         total = sum(inside(good, start, end) - inside(poor, start, end) for start, end in tokenizer.offsets(ids))
         assert last[row, len(ids)].item() == total and last[row].abs().sum().item() == abs(total)
+        # with the length guard, praise at position t counts sigmoid((4 - t) / 4), blame fully
+        weighted = sum(inside(good, start, end) / (1 + math.exp(-(4 - t) / 4)) - inside(poor, start, end)
+                       for t, (start, end) in enumerate(tokenizer.offsets(ids)))
+        assert guarded[row, len(ids)].item() == pytest.approx(weighted, abs=1e-5)
     assert blamed_any
 
 

@@ -63,7 +63,7 @@ def step(case, tokenizer, gpt, share):
     config = ppo.PPOConfig(epochs=1, minibatch_size=len(prompts), lr=1e-2, max_new_tokens=8)
     model = ppo.ActorCritic(copy.deepcopy(gpt))
     batch = ppo.score_responses(model, gpt, prompts, tokens, mask, tokenizer.eos_id, tokenizer.pad_id, config)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    optimizer = model.optimizer(config)
     ppo.ppo_iteration(parallel.wrap(model), optimizer, batch, scores, ppo.KLController(config.beta), config,
                       torch.Generator().manual_seed(0))
     return model
