@@ -745,8 +745,16 @@ def value_command(argv):
     try:
         with open(os.path.join(args.out, "progress.json"), encoding="utf-8") as f:
             identity = json.load(f)["identity"]
-    except (OSError, ValueError, KeyError) as error:
+    except (OSError, ValueError, KeyError, TypeError) as error:
         fail(f"{args.out} holds no readable progress.json ({type(error).__name__}); run python text2grad.py first")
+    if not isinstance(identity, dict) or identity.get("preset") not in PRESETS or \
+            identity.get("task") not in ("summarize", "code", "qa"):
+        fail(f"{args.out}/progress.json names no known task and preset; run python text2grad.py first")
+    needed = ["sft.pt"] + [f"reward_{name}.pt" for name in REWARD_MODELS]
+    missing = [name for name in needed if not os.path.exists(os.path.join(args.out, name))]
+    if missing:
+        fail(f"{args.out} has not finished its reward models ({', '.join(missing)} missing); run or --resume "
+             f"python text2grad.py first")
     device, task, preset = pick_device(args.device), get_task(identity["task"]), PRESETS[identity["preset"]]
     splits = make_splits(task, {s: preset[s] for s in SPLITS}, seed=identity["seed"])
     policy, tokenizer, _ = load_checkpoint(os.path.join(args.out, "sft.pt"), device)

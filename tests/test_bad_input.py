@@ -129,3 +129,12 @@ def test_too_few_training_records(tmp_path, capsys):
     err = run_fails(capsys, ["--annotations", str(tmp_path / "ann"), "--preset", "tiny", "--seeds", "1",
                              "--out", str(tmp_path / "out")])
     assert "annotations_train.jsonl: 3 usable records, fewer than the 16 this preset needs" in err
+
+
+def test_value_command_needs_a_finished_run(tmp_path, capsys):
+    err = run_fails(capsys, ["value", "--out", str(tmp_path)])
+    assert "no readable progress.json" in err
+    (tmp_path / "progress.json").write_text(json.dumps({"identity": {"task": "summarize", "preset": "tiny", "seed": 0,
+                                                                     "annotations": None}, "done": {}}))
+    err = run_fails(capsys, ["value", "--out", str(tmp_path)])
+    assert "has not finished its reward models (sft.pt, reward_cot.pt" in err

@@ -116,3 +116,14 @@ def test_resume_with_more_seeds_adds_their_runs(run_all, tmp_path):
         assert after["methods"][name]["scores"][:2] == before["methods"][name]["scores"]  # the first two, reused
         assert after["methods"][name]["lambda"] == before["methods"][name]["lambda"]
     assert not list((tmp_path / "summarize").glob("ppo_*_lambda*_seed*.pt"))  # every run's policy evaluated, removed
+
+
+def test_value_command_compares_the_settings_on_a_finished_run(run_all, tmp_path):
+    shutil.copytree(run_all / "summarize", tmp_path / "summarize")
+    text2grad.main(["value", "--out", str(tmp_path / "summarize")])
+    results = json.loads((tmp_path / "summarize" / "value_settings.json").read_text())
+    assert set(results) == {f"{s}/{m}" for s in text2grad.VALUE_SETTINGS for m in ("ppo_scalar", "text2grad")}
+    updates = text2grad.PRESETS["tiny"]["ppo"]["updates"]
+    for key, entry in results.items():
+        assert len(entry["explained_variance"]) == len(entry["explained_variance_mc"]) == updates
+        assert bool(entry["warmup"]) == key.startswith("own head, warm-up")  # only that setting warms up
