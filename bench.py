@@ -355,15 +355,15 @@ def one_update(task, tokenizer, examples, prompts, model, policy, reward_models,
     sync(device)
     seconds = {"rollout": time.perf_counter() - start}
     scores = {}
-    for name, mode in (("text2grad", "span"), ("ppo_scalar", "scalar")):
-        reward = text2grad.reward_function(mode, task, tokenizer, examples, reward_models, config.length_limit)
+    for name in ("text2grad", "ppo_scalar"):
+        reward = text2grad.reward_function(name, task, tokenizer, examples, reward_models, config.length_limit)
         start = time.perf_counter()
         scores[name] = reward(range(batch_size), batch["tokens"], batch["mask"])
         sync(device)
         seconds[f"reward_{name}"] = time.perf_counter() - start
     for name in scores:
         model.load_state_dict(state)
-        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+        optimizer = model.optimizer(config)
         start = time.perf_counter()
         ppo.ppo_iteration(model, optimizer, batch, scores[name], ppo.KLController(config.beta), config,
                           torch.Generator().manual_seed(0))

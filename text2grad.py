@@ -58,7 +58,7 @@ from reward import (RewardModel, annotate, check_annotation, colour_tokens, enco
                     layout, read_jsonl, train_reward_model)
 from sft import MAX_NEW_TOKENS, evaluate, flaw_rates, policy_prompt, respond, response_ids, train_sft
 
-# Sizes a run may pick with --preset. "small" is a first look: about two minutes on 2 CPU cores.
+# Sizes a run may pick with --preset. "small" is a first look: 2.5 minutes on 2 CPU cores.
 # ppo: PPOConfig fields; eval_every: updates between points of the validation curve; lambdas: the GAE
 # lambda grid each method chooses from on validation (ppo_stage).
 PRESETS = {
@@ -93,8 +93,10 @@ REWARD_MODELS = {"cot": ("span", True), "no_cot": ("span", False), "scalar": ("s
 # method would push the default run past 10 minutes. Add ("no_cot", "every") here to run it.
 METHODS = {"ppo_scalar": ("scalar", "last"), "text2grad": ("cot", "every"), "oracle_scalar": ("critic", "last"),
            "oracle": ("critic", "every")}
-# The paired differences the verdicts read: (a, b) -> a - b per seed.
-COMPARISONS = [("text2grad", "ppo_scalar"), ("text2grad", "oracle_scalar"), ("oracle", "oracle_scalar")]
+# The paired differences the verdicts read: (a, b) -> a - b per seed. Across each row of the 2x2
+# (where the reward lands), down each column (who judges), and the diagonal.
+COMPARISONS = [("text2grad", "ppo_scalar"), ("oracle", "oracle_scalar"), ("oracle", "text2grad"),
+               ("oracle_scalar", "ppo_scalar"), ("text2grad", "oracle_scalar")]
 CREDIT_PROBE = 64  # criticised responses in the credit-landing batch
 MAX_SKIPPED = 0.1  # the share of a split's annotated records that may be skipped (a span not in the response)
 SHOWN = 6          # test prompts the report shows token by token (the first whose SFT response is blamed)
@@ -391,7 +393,8 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         for lam in preset["lambdas"]:
             run_once(name, lam, seeds[0])
         finals = [progress[f"ppo/{name}/lambda{lam}/{seeds[0]}"]["curve"][-1][1] for lam in preset["lambdas"]]
-        finals = parallel.all_mean(torch.tensor(finals, device=device)).tolist()  # under torchrun: one choice
+        # under torchrun every rank averages the same numbers, so every rank makes the same choice
+        finals = parallel.all_mean(torch.tensor(finals, dtype=torch.float64, device=device)).tolist()
         grid[name] = dict(zip(preset["lambdas"], finals))
         lam = max(preset["lambdas"], key=lambda candidate: grid[name][candidate])
         for seed in seeds[1:]:

@@ -16,3 +16,13 @@ def test_inputs_have_the_documented_padding():
     padding = 1 - x["mask"].mean(1)
     assert x["logits"].shape == (64, 100, 8)
     assert padding.min() >= 0.1 - 1e-6 and padding.max() <= 0.5 + 1e-6
+
+
+def test_one_ppo_update_of_each_method_is_timed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no runs/summarize here: untrained models, seconds on a CPU
+    result = bench.bench_ppo_update("cpu", 4, compile=False)
+    assert set(result["update_s"]) == {"text2grad", "ppo_scalar"}
+    for name, seconds in result["update_s"].items():
+        parts = result["seconds"]
+        assert seconds == parts["rollout"] + parts[f"reward_{name}"] + parts[f"iteration_{name}"]
+    assert result["text2grad_over_scalar"] == result["update_s"]["text2grad"] / result["update_s"]["ppo_scalar"]
