@@ -182,6 +182,11 @@ def compute_advantages(rewards, values, mask, gamma=1.0, lam=0.95):
     return advantages, (advantages + values) * mask
 
 
+def reward_to_go(rewards, mask, gamma=1.0):
+    """R_t = sum_{l >= t} gamma^(l-t) r_l: GAE's returns with V = 0 and lambda = 1. (B, N) -> (B, N)."""
+    return compute_advantages(rewards, torch.zeros_like(rewards), mask, gamma, 1.0)[1]
+
+
 class KLController:
     """beta for the KL penalty: fixed, or adapted so the KL to the reference tracks a target
     (Ziegler et al. 2019): beta <- beta * (1 + clip(KL / target - 1, -0.2, 0.2) * batch / horizon)."""
@@ -290,10 +295,9 @@ class ActorCritic(nn.Module):
 
     def optimizer(self, config):
         """Adam with the policy and the value head as two groups (value_lr None: one learning rate)."""
-        value = list(self.value_head.parameters())
-        policy = [p for p in self.parameters() if all(p is not q for q in value)]
-        return torch.optim.Adam([{"params": policy, "lr": config.lr},
-                                 {"params": value, "lr": config.value_lr or config.lr}], betas=(0.9, 0.95), eps=1e-5)
+        return torch.optim.Adam([{"params": self.gpt.parameters(), "lr": config.lr},
+                                 {"params": self.value_head.parameters(), "lr": config.value_lr or config.lr}],
+                                betas=(0.9, 0.95), eps=1e-5)
 
 
 def warm_up_value(model, optimizer, batch, scores, config):
@@ -304,7 +308,7 @@ def warm_up_value(model, optimizer, batch, scores, config):
     head learns, whatever config.detach_value says. Returns the explained variance before and after."""
     mask = batch["mask"]
     rewards = token_rewards(scores, batch["logprobs"], batch["ref_logprobs"], mask, batch["ended"], 0.0, config)
-    _, returns = compute_advantages(rewards, torch.zeros_like(rewards), mask, config.gamma, 1.0)  # V = 0: R = reward-to-go
+    returns = reward_to_go(rewards, mask, config.gamma)
     with torch.no_grad():
         hidden = model.gpt.hidden_states(batch["ids"], batch["attention_mask"])[:, batch["start"]:batch["start"] + mask.shape[1]]
     before = explained_variance(model.value(hidden).detach(), returns, mask)
@@ -354,6 +358,14 @@ def rollout(model, reference, prompts, eos_id, pad_id, config, generator=None):
     return score_responses(model, reference, prompts, tokens, mask, eos_id, pad_id, config)
 
 
+def warm_up_on_samples(model, optimizer, reference, prompts, indices, reward_fn, eos_id, pad_id, config,
+                       generator=None):
+    """warm_up_value on a fresh batch: the policy (still the SFT policy) answers prompts[indices],
+    reward_fn(indices, tokens, mask) scores the answers. Returns its (before, after)."""
+    batch = rollout(model, reference, [prompts[i] for i in indices], eos_id, pad_id, config, generator)
+    return warm_up_value(model, optimizer, batch, reward_fn(indices, batch["tokens"], batch["mask"]), config)
+
+
 def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
     """Rewards, advantages and config.epochs epochs of minibatch updates on one scored batch.
     scores (B, N) from dense_scores or final_scores. Returns a dict of logged means:
@@ -375,8 +387,7 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
     advantages, returns = compute_advantages(rewards, batch["values"], mask, config.gamma, config.lam)
     explained = explained_variance(batch["values"], returns, mask)
     # the same against the plain reward-to-go (lambda 1), which does not depend on the method's lambda
-    explained_mc = explained_variance(batch["values"], compute_advantages(rewards, torch.zeros_like(rewards), mask,
-                                                                         config.gamma, 1.0)[1], mask)
+    explained_mc = explained_variance(batch["values"], reward_to_go(rewards, mask, config.gamma), mask)
     advantages = masked_whiten(advantages, mask)
 
     device = mask.device
@@ -447,10 +458,9 @@ def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, 
         warmup = {}
         if config.value_warmup_steps:
             indices = rng.sample(range(len(prompts)), config.batch_size)
-            batch = rollout(model, reference, [prompts[i] for i in indices], eos_id, pad_id, config, generator)
             try:
-                before, after = warm_up_value(model, optimizer, batch, reward_fn(indices, batch["tokens"], batch["mask"]),
-                                              config)
+                before, after = warm_up_on_samples(model, optimizer, reference, prompts, indices, reward_fn, eos_id,
+                                                   pad_id, config, generator)
             except Diverged as error:
                 snapshots.diverged(str(error), 0, desc)
             warmup = {"explained_variance_before": before, "explained_variance_after": after}

@@ -149,11 +149,13 @@ def paired_table(results):
     """Paired differences over seeds, and the lambda grid each method chose from."""
     out = []
     paired = results.get("paired", {})
-    if paired:
+    if paired and min(len(d["per_seed"]) for d in paired.values()) < 2:
+        out.append('<p class="note">Paired differences between methods need two seeds or more: run with '
+                   '--seeds 5 (add --resume to keep this run).</p>')
+    elif paired:
         out.append("<p>Paired differences: the same seed gives every method the same training prompts, so the "
                    "difference is taken seed by seed, and its 95% Student-t interval is the verdict's ground "
-                   "(with two seeds t is 12.7, so nearly every verdict is a tie; with one there is no interval: "
-                   "run more seeds).</p>"
+                   "(with two seeds t is 12.7, so nearly every verdict is a tie: run more seeds).</p>"
                    + table(["difference", "mean", "± 95%", "per seed", "verdict"],
                            [[escape(k), num(d["mean"]), num(d["ci95"]), " ".join(f"{x:+.3f}" for x in d["per_seed"]),
                              d["verdict"]] for k, d in paired.items()]))
@@ -272,6 +274,11 @@ def credit_section(results):
                  [[swatch(n), str(run[n]["lambda"]), num(run[n]["poor"], 4), num(run[n]["good"], 4),
                    num(run[n]["neutral"], 4), num(run[n]["concentration"], 2),
                    "[{:.2f}, {:.2f}]".format(*run[n]["concentration_ci95"])] for n in names]),
+           '<p>The same responses under each method, so methods are compared response by response: the '
+           'difference of concentrations with a paired bootstrap interval.</p>',
+           table(["difference", "concentration", "95% interval (paired)"],
+                 [[escape(k), num(d["difference"], 2), "[{:+.2f}, {:+.2f}]".format(*d["ci95"])]
+                  for k, d in run.get("paired", {}).items()]),
            '<p>Each token is coloured by the change of its log-probability: <span style="background:'
            'rgba(214,39,40,.75)">&nbsp;fell&nbsp;</span> <span style="background:rgba(31,111,180,.75)">&nbsp;rose'
            '&nbsp;</span>, full colour from the 90th percentile of |change| in that response (all its rows share '

@@ -82,6 +82,13 @@ def respond(model, tokenizer, prompts, greedy=True, temperature=1.0, batch_size=
     return texts, ids
 
 
+def primary_score(task, model, tokenizer, examples, desc="validate"):
+    """The task's primary metric of greedy responses, averaged over examples: the validation curve's
+    points (cheaper than evaluate, which also asks the critic)."""
+    responses, _ = respond(model, tokenizer, [e.prompt for e in examples], desc=desc)
+    return sum(task.metrics(e, r)[task.PRIMARY] for e, r in zip(examples, responses)) / len(examples)
+
+
 def evaluate(task, model, tokenizer, examples):
     """Mean task metrics of greedy responses, what the critic says of them, and how well its spans
     align to the tokens the policy wrote. Returns (summary, samples), one sample dict per example.

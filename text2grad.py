@@ -19,7 +19,7 @@ Run `python text2grad.py --help` for the flags. Everything a run makes goes into
                                 also writes one for all tasks into --out
     progress.json               the stages finished so far and what they measured (for --resume)
     {loop}.partial.pt           a running training loop's snapshot (for --resume), removed when done
-    value_settings.json         written by `python text2grad.py value` (value-head settings compared)
+    value_settings.json         written by `python value.py` (value-head settings compared)
 
 Seeds: --seeds N repeats the PPO stage N times (seed, seed+1, ...), each method from the same SFT
 policy and reward models; the interval over seeds is therefore the spread of PPO itself (rollout
@@ -37,7 +37,6 @@ import copy
 import glob
 import json
 import os
-import random
 import signal
 import sys
 import time
@@ -45,6 +44,7 @@ from dataclasses import asdict, replace
 
 import torch
 
+import credit
 import parallel
 import ppo
 import report
@@ -53,10 +53,10 @@ from checkpoint import Diverged, Interrupted, Snapshots, atomic_save, on_sigint,
 from align import align
 from data import SPLITS, get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
-from model import GPT, GPTConfig, generate
+from model import GPT, GPTConfig
 from reward import (RewardModel, annotate, check_annotation, colour_tokens, encode_record, evaluate_reward_model,
                     layout, read_jsonl, train_reward_model)
-from sft import MAX_NEW_TOKENS, evaluate, flaw_rates, policy_prompt, respond, response_ids, train_sft
+from sft import MAX_NEW_TOKENS, evaluate, flaw_rates, policy_prompt, primary_score, respond, response_ids, train_sft
 
 # Sizes a run may pick with --preset. "small" is a first look: 2.5 minutes on 2 CPU cores.
 # ppo: PPOConfig fields; eval_every: updates between points of the validation curve; lambdas: the GAE
@@ -97,10 +97,8 @@ METHODS = {"ppo_scalar": ("scalar", "last"), "text2grad": ("cot", "every"), "ora
 # (where the reward lands), down each column (who judges), and the diagonal.
 COMPARISONS = [("text2grad", "ppo_scalar"), ("oracle", "oracle_scalar"), ("oracle", "text2grad"),
                ("oracle_scalar", "ppo_scalar"), ("text2grad", "oracle_scalar")]
-CREDIT_PROBE = 64  # criticised responses in the credit-landing batch
 MAX_SKIPPED = 0.1  # the share of a split's annotated records that may be skipped (a span not in the response)
 SHOWN = 6          # test prompts the report shows token by token (the first whose SFT response is blamed)
-CREDIT_SHOWN = 3   # credit-landing responses the report shows token by token
 
 
 def fail(message):
@@ -365,8 +363,7 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
     device = next(policy.parameters()).device
 
     def validation_score(gpt):
-        responses, _ = respond(gpt, tokenizer, [e.prompt for e in validation], desc="validate")
-        return sum(task.metrics(e, r)[task.PRIMARY] for e, r in zip(validation, responses)) / len(validation)
+        return primary_score(task, gpt, tokenizer, validation)
 
     def run_once(name, lam, seed):
         """One PPO run; its policy waits in ppo_{name}_lambda{lam}_seed{seed}.pt for the test stage."""
@@ -453,88 +450,6 @@ def showcase(task, tokenizer, examples, samples, reward_model):
                                       "delta": [int(d) for d in align(row["response"], tokenizer.offsets(r), row)[0]]},
                            "reward_model": {"critique": critique, "delta": delta}}
     return entries
-
-
-def credit_landing(task, policy, tokenizer, splits, reward_models, preset, lambdas, seed):
-    """Where one PPO update moves the log-probabilities. A fixed batch of criticised responses (SFT
-    samples on validation prompts that the critic blames somewhere) is scored by each method's reward;
-    from the SFT policy, with its value head warmed up as in training (on a batch of training
-    prompts, the missing-EOS penalty off as below), one PPO iteration (config.epochs epochs of minibatch steps) at the method's GAE lambda
-    (lambdas[method]) runs on exactly that batch. Then, over the response tokens (EOS excluded),
-    with change_t the change of log pi(y_t):
-        concentration = [sum_{poor} -change_t / sum_t |change_t|] / [n_poor / n]
-    the net fall of the critic's poor-span tokens as a share of all the movement, over their share of
-    the tokens: 1 when the poor tokens fall by the average |change| of a token, up to n / n_poor when
-    the update moves nothing but the blamed tokens down, negative when they rise. Unlike a ratio to
-    the mean change of neutral tokens it stays finite when those are near-certain and barely move.
-    Its 95% interval is a bootstrap over the responses of this one update: it says how much the
-    number depends on which responses were probed, not how much another update would differ. The missing-EOS penalty is off, so only the method's reward and the
-    KL move the tokens."""
-    config = ppo.PPOConfig(**{**preset["ppo"], "missing_eos_penalty": 0.0}, max_new_tokens=MAX_NEW_TOKENS)
-    examples = splits["validation"]
-    generator = torch.Generator(next(policy.parameters()).device).manual_seed(seed)
-    prompts = [policy_prompt(tokenizer, e.prompt) for e in examples]
-    tokens, _, mask = generate(policy, prompts, MAX_NEW_TOKENS, tokenizer.eos_id, tokenizer.pad_id,
-                               temperature=config.temperature, generator=generator)
-    ids = response_ids(tokenizer, tokens, mask)
-    labels = []
-    for e, r in zip(examples, ids):
-        text = tokenizer.decode(r)
-        labels.append(align(text, tokenizer.offsets(r), task.critique(e, text))[0])
-    probe = [i for i, delta in enumerate(labels) if -1 in delta][:CREDIT_PROBE]
-    if not probe:
-        return {"responses": 0}
-    index = torch.tensor(probe, dtype=torch.long, device=tokens.device)
-    tokens, mask = tokens[index], mask[index]
-    prompts, examples = [prompts[i] for i in probe], [examples[i] for i in probe]
-    gold = ppo.dense_scores([labels[i] for i in probe], mask.float())  # critic's delta, EOS 0
-    text = mask.float() * (tokens != tokenizer.eos_id)                  # response tokens, EOS excluded
-    groups = {"poor": text * (gold < 0), "good": text * (gold > 0), "neutral": text * (gold == 0)}
-    result = {"responses": len(probe), "tokens": {g: int(m.sum().item()) for g, m in groups.items()},
-              # a few responses token by token, for the report: change[method][t] = change of log pi(y_t)
-              "examples": [{"prompt": e.prompt, "pieces": tokenizer.pieces(ids[i]), "critic": [int(d) for d in labels[i]],
-                            "change": {}} for e, i in zip(examples[:CREDIT_SHOWN], probe)]}
-    train = splits["train"]
-    warmup_prompts = [policy_prompt(tokenizer, e.prompt) for e in train]
-    for name in METHODS:
-        method_config = replace(config, lam=lambdas[name])
-        torch.manual_seed(seed)
-        model = ppo.ActorCritic(copy.deepcopy(policy), method_config.detach_value)
-        optimizer = model.optimizer(method_config)
-        warmup_indices = random.Random(seed).sample(range(len(train)), method_config.batch_size)
-        warmup = ppo.rollout(model, policy, [warmup_prompts[i] for i in warmup_indices], tokenizer.eos_id,
-                             tokenizer.pad_id, method_config, torch.Generator(tokens.device).manual_seed(seed))
-        ppo.warm_up_value(model, optimizer, warmup, reward_function(name, task, tokenizer, train, reward_models,
-                          config.length_limit)(warmup_indices, warmup["tokens"], warmup["mask"]), method_config)
-        batch = ppo.score_responses(model, policy, prompts, tokens, mask, tokenizer.eos_id, tokenizer.pad_id, method_config)
-        scores = reward_function(name, task, tokenizer, examples, reward_models,
-                                 config.length_limit)(range(len(probe)), tokens, mask)
-        ppo.ppo_iteration(model, optimizer, batch, scores, ppo.KLController(config.beta), method_config,
-                          torch.Generator().manual_seed(seed))
-        after = ppo.score_responses(model, policy, prompts, tokens, mask, tokenizer.eos_id, tokenizer.pad_id, method_config)
-        change = after["logprobs"] - batch["logprobs"]  # (B, N)
-        for row, example in enumerate(result["examples"]):
-            example["change"][name] = [round(c, 6) for c in change[row, :len(example["pieces"])].tolist()]
-        result[name] = {"lambda": lambdas[name], **{g: ppo.masked_mean(change, m).item() for g, m in groups.items()},
-                        **concentration(change, groups["poor"], text)}
-    return result
-
-
-def concentration(change, poor, text):
-    """The credit-landing statistic (see credit_landing) and its 95% bootstrap interval over the
-    responses (rows). change (B, N); poor, text (B, N) 0/1 masks, poor within text.
-    Returns {"concentration", "concentration_ci95": [low, high]}."""
-    fall = (-change * poor).sum(1).tolist()          # (B,) net fall of each response's poor tokens
-    movement = (change.abs() * text).sum(1).tolist()  # (B,) all its movement
-    n_poor, n = poor.sum(1).tolist(), text.sum(1).tolist()
-
-    def statistic(rows):
-        moved, counted = sum(movement[i] for i in rows), sum(n[i] for i in rows)
-        if moved == 0 or counted == 0 or sum(n_poor[i] for i in rows) == 0:
-            return 0.0
-        return (sum(fall[i] for i in rows) / moved) / (sum(n_poor[i] for i in rows) / counted)
-    return {"concentration": statistic(range(len(fall))),
-            "concentration_ci95": list(stats.bootstrap_ci95(len(fall), statistic))}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -647,9 +562,12 @@ def run(args):
 
     start = time.time()
     if "credit_landing" not in progress:
-        progress.finish("credit_landing", {"credit_landing": credit_landing(
-            task, model, tokenizer, splits, reward_models, preset, {name: methods[name]["lambda"] for name in METHODS},
-            args.seed)}, start)
+        def reward_for(name, examples):
+            return reward_function(name, task, tokenizer, examples, reward_models,
+                                   ppo.PPOConfig(**preset["ppo"]).length_limit)
+        progress.finish("credit_landing", {"credit_landing": credit.credit_landing(
+            task, model, tokenizer, splits, reward_for, {name: methods[name]["lambda"] for name in METHODS},
+            preset["ppo"], args.seed, COMPARISONS)}, start)
     results.update(progress["credit_landing"])
 
     start = time.time()
@@ -688,27 +606,30 @@ def print_results(task, results):
         print("  paired differences need two seeds or more: run with --seeds 5 (add --resume to keep this run)")
     else:
         print("  paired differences over seeds (95% interval):")
-    for key, d in results["paired"].items() if len(methods["text2grad"]["scores"]) > 1 else []:
-        print(f"    {key:32s} {d['mean']:+.3f} ± {d['ci95']:.3f}   {d['verdict']}")
+        for key, d in results["paired"].items():
+            print(f"    {key:32s} {d['mean']:+.3f} ± {d['ci95']:.3f}   {d['verdict']}")
     print("  GAE lambda grid, final validation at the first seed: " + "; ".join(
         f"{name} " + " ".join(f"{lam}:{score:.3f}" for lam, score in grid.items())
         for name, grid in results["lambda_grid"].items()))
     print(f"  first update whose mean validation reaches ppo_scalar's final {convergence['level']:.3f} "
           f"(checked every {convergence['eval_every']}): "
           + ", ".join(f"{name} {convergence['updates'][name]}" for name in METHODS))
-    credit = results["credit_landing"]
-    if not credit["responses"]:
+    landing = results["credit_landing"]
+    if not landing["responses"]:
         print("  credit landing: the critic blames none of the SFT policy's validation samples")
         return
-    print(f"  credit landing, change of log pi after one PPO iteration on {credit['responses']} criticised "
-          f"responses ({credit['tokens']['poor']} poor-span / {credit['tokens']['good']} good-span / "
-          f"{credit['tokens']['neutral']} neutral tokens); concentration = poor tokens' share of the movement "
+    print(f"  credit landing, change of log pi after one PPO iteration on {landing['responses']} criticised "
+          f"responses ({landing['tokens']['poor']} poor-span / {landing['tokens']['good']} good-span / "
+          f"{landing['tokens']['neutral']} neutral tokens); concentration = poor tokens' share of the movement "
           f"over their share of the tokens:")
     for name in METHODS:
-        c = credit[name]
+        c = landing[name]
         low, high = c["concentration_ci95"]
         print(f"    {name:17s} lambda {c['lambda']:<4} mean change: poor {c['poor']:+.4f}  good {c['good']:+.4f}  "
               f"neutral {c['neutral']:+.4f}   concentration {c['concentration']:.2f} [{low:.2f}, {high:.2f}]")
+    for key, d in landing["paired"].items():
+        print(f"    concentration, {key:26s} {d['difference']:+.2f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] "
+              f"(paired bootstrap over the same responses)")
 
 
 def print_showcase(entries):
@@ -723,74 +644,6 @@ def print_showcase(entries):
             side = entry[name]
             print(f"  {name + ':':10s} {colour_tokens(side['pieces'], side['reward_model']['delta'])}\n"
                   f"  {'':10s} critique: {side['reward_model']['critique']}")
-
-
-# The value-head settings value_command compares (PPOConfig fields); the last is PPOConfig's default.
-# "authors" is close to the authors' (TRL's) setting: loss weight 0.1, value clip 0.2, the policy's
-# learning rate, the head trained through the trunk; it keeps our MLP head and per-group gradient clip.
-VALUE_SETTINGS = {
-    "authors": dict(value_coef=0.1, value_clip=0.2, value_lr=None, detach_value=False, value_warmup_steps=0),
-    "no clip": dict(value_coef=0.1, value_clip=None, value_lr=None, detach_value=False, value_warmup_steps=0),
-    "own head": dict(value_warmup_steps=0),
-    "own head, warm-up": {},
-}
-
-
-def value_command(argv):
-    """python text2grad.py value --out DIR: the value head under each of VALUE_SETTINGS, on a finished
-    run's SFT policy and reward models: one PPO run per setting for scalar PPO and Text2Grad (the
-    run's first seed, GAE lambda 0.95 as the authors use), explained variance per update and the final
-    validation score. Writes DIR/value_settings.json; reads no test data."""
-    parser = argparse.ArgumentParser(prog="text2grad.py value", description=value_command.__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default="runs/summarize", help="a finished run's folder (default: runs/summarize)")
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
-    args = parser.parse_args(argv)
-    try:
-        with open(os.path.join(args.out, "progress.json"), encoding="utf-8") as f:
-            identity = json.load(f)["identity"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        fail(f"{args.out} holds no readable progress.json ({type(error).__name__}); run python text2grad.py first")
-    if not isinstance(identity, dict) or identity.get("preset") not in PRESETS or \
-            identity.get("task") not in ("summarize", "code", "qa"):
-        fail(f"{args.out}/progress.json names no known task and preset; run python text2grad.py first")
-    needed = ["sft.pt"] + [f"reward_{name}.pt" for name in REWARD_MODELS]
-    missing = [name for name in needed if not os.path.exists(os.path.join(args.out, name))]
-    if missing:
-        fail(f"{args.out} has not finished its reward models ({', '.join(missing)} missing); run or --resume "
-             f"python text2grad.py first")
-    device, task, preset = pick_device(args.device), get_task(identity["task"]), PRESETS[identity["preset"]]
-    splits = make_splits(task, {s: preset[s] for s in SPLITS}, seed=identity["seed"])
-    policy, tokenizer, _ = load_checkpoint(os.path.join(args.out, "sft.pt"), device)
-    reward_models = {name: load_checkpoint(os.path.join(args.out, f"reward_{name}.pt"), device, tokenizer)[0]
-                     for name in REWARD_MODELS}
-    prompts = [policy_prompt(tokenizer, e.prompt) for e in splits["train"]]
-    validation = splits["validation"]
-
-    def validation_score(gpt):
-        responses, _ = respond(gpt, tokenizer, [e.prompt for e in validation], desc="validate")
-        return sum(task.metrics(e, r)[task.PRIMARY] for e, r in zip(validation, responses)) / len(validation)
-
-    results = {}
-    for setting, fields in VALUE_SETTINGS.items():
-        for name in ("ppo_scalar", "text2grad"):
-            config = ppo.PPOConfig(**{**preset["ppo"], "lam": 0.95, **fields}, max_new_tokens=MAX_NEW_TOKENS)
-            model = ppo.ActorCritic(copy.deepcopy(policy), config.detach_value)
-            curve, history, warmup = ppo.train(
-                model, policy, prompts, reward_function(name, task, tokenizer, splits["train"], reward_models,
-                                                        config.length_limit),
-                tokenizer.eos_id, tokenizer.pad_id, config, seed=identity["seed"],
-                evaluate=validation_score, eval_every=config.updates, desc=f"{setting}: {name}")
-            ev = [h["explained_variance"] for h in history]
-            results[f"{setting}/{name}"] = {"setting": fields, "explained_variance": ev, "warmup": warmup,
-                                            "explained_variance_mc": [h["explained_variance_mc"] for h in history],
-                                            "value_clip_fraction": [h["value_clip_fraction"] for h in history],
-                                            "validation": curve[-1][1]}
-            mc = results[f"{setting}/{name}"]["explained_variance_mc"]
-            print(f"{setting:18s} {name:11s} explained variance, update 1 {ev[0]:+.2f}, last {ev[-1]:+.2f}, "
-                  f"mean {sum(ev) / len(ev):+.2f} (against the reward-to-go: mean {sum(mc) / len(mc):+.2f}); "
-                  f"final validation {task.PRIMARY} {curve[-1][1]:.3f}")
-    atomic_save(json.dumps(results, indent=2), os.path.join(args.out, "value_settings.json"))
-    print(f"-> {os.path.join(args.out, 'value_settings.json')}")
 
 
 def report_command(argv):
@@ -815,12 +668,10 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["report"]:
         return report_command(argv[1:])
-    if argv[:1] == ["value"]:
-        return value_command(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog="python text2grad.py report --out DIR rebuilds DIR/report.html "
-                                            "from an earlier run, without training; python text2grad.py value "
-                                            "--out DIR compares value-head settings on a finished run.")
+                                            "from an earlier run, without training; python value.py --out DIR "
+                                            "compares value-head settings on a finished run.")
     parser.add_argument("--task", default="summarize", choices=["summarize", "code", "qa", "all"],
                         help="toy task to run (default: summarize)")
     parser.add_argument("--preset", default="default", choices=sorted(PRESETS), help="run size")

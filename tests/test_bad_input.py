@@ -5,6 +5,7 @@ import json
 import pytest
 
 import text2grad
+import value
 from data import get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig
@@ -22,10 +23,10 @@ def write_annotations(folder, train_lines):
         (folder / f"annotations_{split}.jsonl").write_bytes(data)
 
 
-def run_fails(capsys, argv):
-    """Run text2grad.main(argv), expect exit status 2; return the error text (one line)."""
+def run_fails(capsys, argv, main=text2grad.main):
+    """Run main(argv) (text2grad.main by default), expect exit status 2; return the error text (one line)."""
     with pytest.raises(SystemExit) as exit:
-        text2grad.main(argv)
+        main(argv)
     err = capsys.readouterr().err
     assert exit.value.code == 2 and "Traceback" not in err
     assert err.count("\n") == 1, err
@@ -132,9 +133,9 @@ def test_too_few_training_records(tmp_path, capsys):
 
 
 def test_value_command_needs_a_finished_run(tmp_path, capsys):
-    err = run_fails(capsys, ["value", "--out", str(tmp_path)])
+    err = run_fails(capsys, ["--out", str(tmp_path)], value.main)
     assert "no readable progress.json" in err
     (tmp_path / "progress.json").write_text(json.dumps({"identity": {"task": "summarize", "preset": "tiny", "seed": 0,
                                                                      "annotations": None}, "done": {}}))
-    err = run_fails(capsys, ["value", "--out", str(tmp_path)])
+    err = run_fails(capsys, ["--out", str(tmp_path)], value.main)
     assert "has not finished its reward models (sft.pt, reward_cot.pt" in err

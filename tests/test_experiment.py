@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+import credit
 import text2grad
 from data import get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
@@ -115,14 +116,20 @@ def test_concentration_hand_worked():
     poor = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
     # net fall on poor tokens 0.3 + 0.1 = 0.4; all movement 0.3 + 0.1 + 0 + 0.1 + 0.2 + 0.2 = 0.9;
     # poor tokens 2 of 6: (0.4 / 0.9) / (2 / 6) = 4/3
-    result = text2grad.concentration(change, poor, text)
+    result = credit.concentration(change, poor, text)
     assert result["concentration"] == pytest.approx(4 / 3)
     low, high = result["concentration_ci95"]
     # resampling two responses: both first (0.3/0.4)/(1/3) = 2.25, both second (0.1/0.5)/(1/3) = 0.6
     assert low == pytest.approx(0.6) and high == pytest.approx(2.25)
     # a poor token that rises counts against: -(0.3) fall
-    flipped = text2grad.concentration(-change, poor, text)
+    flipped = credit.concentration(-change, poor, text)
     assert flipped["concentration"] == pytest.approx(-4 / 3)
+    # paired on the same responses: 4/3 - (-4/3) = 8/3; a resample of both first gives 2.25 - (-2.25),
+    # of both second 0.6 - (-0.6): the paired interval is [1.2, 4.5]
+    paired = credit.paired_concentration(credit.per_response(change, poor, text),
+                                         credit.per_response(-change, poor, text))
+    assert paired["difference"] == pytest.approx(8 / 3)
+    assert paired["ci95"] == pytest.approx([1.2, 4.5])
 
 
 def test_a_critique_too_long_for_the_block_is_cut_at_the_end(setup):

@@ -75,6 +75,7 @@ def results_for(task, responses, critique="fine"):
     credit = {"responses": 1, "tokens": {"poor": 1, "good": 1, "neutral": 1},
               **{name: {"lambda": 0.95, "poor": -0.1, "good": 0.0, "neutral": 0.01, "concentration": 2.0,
                         "concentration_ci95": [1.5, 2.5]} for name in text2grad.METHODS},
+              "paired": {"text2grad - ppo_scalar": {"difference": 0.5, "ci95": [0.1, 0.9]}},
               "examples": [{"prompt": "p", "pieces": responses[0], "critic": [-1] * len(responses[0]), "change": change}]}
     confusion = [[5, 1, 0], [0, 9, 1], [0, 0, 4]]
     span = {"positive_f1": 0.9, "negative_f1": 0.8, "exact_span_match": 0.7, "confusion": confusion}
@@ -135,3 +136,13 @@ def test_report_of_a_bad_folder_is_one_line(tmp_path, capsys, content, message):
     err = capsys.readouterr().err
     assert exit.value.code == 2 and message in err and err.count("\n") == 1
     assert not os.path.exists(tmp_path / "report.html")
+
+
+def test_paired_differences_are_shown_only_with_two_seeds_or_more():
+    results = results_for("qa", [["a"]])
+    results["paired"] = {"text2grad - ppo_scalar": {"mean": 0.25, "ci95": 0.0, "per_seed": [0.25], "verdict": "tie"}}
+    one = report.paired_table(results)
+    assert "need two seeds or more" in one and "0.250" not in one
+    results["paired"]["text2grad - ppo_scalar"] = {"mean": 0.25, "ci95": 0.5, "per_seed": [0.0, 0.5], "verdict": "tie"}
+    two = report.paired_table(results)
+    assert "need two seeds" not in two and "0.250" in two and "+0.000 +0.500" in two

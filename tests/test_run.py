@@ -10,6 +10,7 @@ import time
 import pytest
 
 import text2grad
+import value
 from test_report import Page
 
 TASKS = ("summarize", "code", "qa")
@@ -120,9 +121,9 @@ def test_resume_with_more_seeds_adds_their_runs(run_all, tmp_path):
 
 def test_value_command_compares_the_settings_on_a_finished_run(run_all, tmp_path):
     shutil.copytree(run_all / "summarize", tmp_path / "summarize")
-    text2grad.main(["value", "--out", str(tmp_path / "summarize")])
+    value.main(["--out", str(tmp_path / "summarize")])
     results = json.loads((tmp_path / "summarize" / "value_settings.json").read_text())
-    assert set(results) == {f"{s}/{m}" for s in text2grad.VALUE_SETTINGS for m in ("ppo_scalar", "text2grad")}
+    assert set(results) == {f"{s}/{m}" for s in value.VALUE_SETTINGS for m in ("ppo_scalar", "text2grad")}
     updates = text2grad.PRESETS["tiny"]["ppo"]["updates"]
     for key, entry in results.items():
         assert len(entry["explained_variance"]) == len(entry["explained_variance_mc"]) == updates
