@@ -352,6 +352,79 @@ def task_section(results):
         f'<h3 id="{task}-reward-model">The reward model</h3>', reward_model_section(results)])
 
 
+def thresholds_svg(per_k, q, width=640, height=300):
+    """Mean updates to close q of the gap from SFT to the ceiling against K (K on a log2 axis), one
+    line per method, each point with its 95% interval over seeds; <polyline class="threshold"> each."""
+    ks = sorted(per_k, key=int)
+    names = [n for n in per_k[ks[0]]["thresholds"]]
+    points = {n: [(k, *stats.mean_ci95(per_k[k]["thresholds"][n][q]["per_seed"])) for k in ks] for n in names}
+    y1 = max(m + h for n in names for _, m, h in points[n]) * 1.08 or 1
+    left, right, top, bottom = 56, 16, 12, 40
+    X = lambda k: left + (ks.index(k) + 0.5) / len(ks) * (width - left - right)
+    Y = lambda v: top + (y1 - v) / y1 * (height - top - bottom)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+             f'aria-label="updates to close {float(q):.0%} of the gap against K">',
+             f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" fill="none" stroke="#ccc"/>']
+    for j in range(5):
+        v = y1 * j / 4
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{Y(v):.1f}" y2="{Y(v):.1f}" stroke="#eee"/>'
+                     f'<text x="{left - 6}" y="{Y(v) + 4:.1f}" text-anchor="end">{v:.0f}</text>')
+    for k in ks:
+        parts.append(f'<text x="{X(k):.1f}" y="{height - bottom + 16}" text-anchor="middle">{k}</text>')
+    parts.append(f'<text x="{(left + width - right) / 2}" y="{height - 6}" text-anchor="middle">K, flaws per response</text>')
+    for offset, n in enumerate(names):
+        colour, dx = COLOURS.get(n, "#000"), (offset - (len(names) - 1) / 2) * 5  # side by side, not on top
+        p = [(X(k) + dx, m, h) for k, m, h in points[n]]
+        parts.append(f'<polyline class="threshold" data-method="{escape(n)}" fill="none" stroke="{colour}" stroke-width="2" '
+                     f'points="{" ".join(f"{x:.1f},{Y(m):.1f}" for x, m, _ in p)}"/>')
+        for (x, m, h), k in zip(p, ks):
+            parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{Y(max(0, m - h)):.1f}" y2="{Y(m + h):.1f}" stroke="{colour}"/>'
+                         f'<circle cx="{x:.1f}" cy="{Y(m):.1f}" r="3" fill="{colour}"><title>{LABELS.get(n, escape(n))}, '
+                         f'K={k}: {m:.1f} ± {h:.1f} updates</title></circle>')
+    parts.append("</svg>")
+    return "".join(parts) + f"<p>{legend(names)}</p>"
+
+
+def sweep_section(results):
+    """The K sweep (sweep.py): updates to threshold against K, the ratios, learning curves per K."""
+    per_k, metric = results["per_k"], "sites_right"
+    ks = sorted(per_k, key=int)
+    names = list(per_k[ks[0]]["thresholds"])
+    sites = results["sites"]
+    site_rows = [[escape(kind), num(sites["sampled"]["wrong"][kind], 2), num(sites["greedy"]["wrong"][kind], 2)]
+                 for kind in sites["sampled"]["wrong"]]
+    rm = [[k, num(results["reward_per_k"][k]["positive_f1"]), num(results["reward_per_k"][k]["negative_f1"])] for k in ks]
+    out = [f'<h2 id="sweep">The K sweep: several independent flaws per response</h2>',
+           f'<p class="note">task facts, preset {escape(str(results.get("preset")))}, {len(results["seeds"])} seeds per '
+           f'method and K, device {escape(str(results.get("device")))}</p>'
+           "<p>K is the number of independent sites per response, each a one-word choice the SFT policy gets wrong "
+           "by habit. Scalar rewards sum the K verdicts onto the last token; span rewards put each verdict on its "
+           "own tokens. Below: how many PPO updates each method needs to close a share of the gap from the SFT "
+           "policy to every site right (validation, mean over seeds, 95% interval), against K.</p>"]
+    for q in (str(t) for t in (0.5, 0.9)):
+        out += [f"<h3>Updates to close {float(q):.0%} of the gap</h3>", thresholds_svg(per_k, q)]
+    out.append("<h3>Ratios of updates needed, with bootstrap intervals over seeds</h3>")
+    out.append(table(["K", "gap closed"] + [escape(key) for key in per_k[ks[0]]["ratios"]["0.9"]],
+                     [[k, f"{float(q):.0%}"] + [f'{v["ratio"]:.2f} [{v["ci95"][0]:.2f}, {v["ci95"][1]:.2f}]'
+                                                for v in per_k[k]["ratios"][q].values()]
+                      for k in ks for q in per_k[k]["ratios"]]))
+    out.append("<h3>Test results</h3>")
+    out.append(table(["K", "budget", "SFT"] + [LABELS.get(n, escape(n)) for n in names],
+                     [[k, str(per_k[k]["updates"]), num(per_k[k]["sft"]["test"][metric])]
+                      + [f'{per_k[k]["methods"][n]["score"]:.3f} ± {per_k[k]["methods"][n]["ci95"]:.3f} '
+                         f'(&lambda; {per_k[k]["methods"][n]["lambda"]})' for n in names] for k in ks]))
+    for k in ks:
+        out += [f"<h3>Learning curves, K = {k}</h3>", curves_svg(per_k[k]["methods"], f"validation {metric}")]
+    out += ["<h3>The setting, measured</h3><p>Share of each kind of site the SFT policy gets wrong, on validation "
+            "prompts of every K: sampled at temperature 1 (what PPO starts from) and greedy (what the metric reads). "
+            f"Correlation between two sites' errors (phi, sampled): mean {sites['sampled']['correlation']['mean'] or 0:.3f}, "
+            f"largest |phi| {sites['sampled']['correlation']['max_abs'] or 0:.3f}.</p>",
+            table(["site", "wrong, sampled", "wrong, greedy"], site_rows),
+            "<p>The reward model (with critique) on test annotations per K, span F1:</p>",
+            table(["K", "good spans", "poor spans"], rm)]
+    return "".join(out)
+
+
 def render(all_results):
     """The page for a list of results dicts (one per task)."""
     tasks = " · ".join(f'<a href="#{escape(r["task"])}">{escape(r["task"])}</a>' for r in all_results)
@@ -360,7 +433,8 @@ def render(all_results):
             "<p>Text2Grad turns a critique into per-token rewards: the reward model writes what is wrong, labels "
             "the tokens it blames and praises, and PPO pushes down the blamed ones. Scalar PPO gets one number "
             f"per response instead. Tasks: {tasks}.</p>"
-            + "".join(task_section(r) for r in all_results) + "</body></html>\n")
+            + "".join(sweep_section(r) if r.get("kind") == "sweep" else task_section(r) for r in all_results)
+            + "</body></html>\n")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -379,7 +453,7 @@ def find_results(folder):
                 results = json.load(f)
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise ValueError(f"{path} is not valid JSON ({error}); run the experiment again") from None
-        if not isinstance(results, dict) or not {"task", "methods"} <= results.keys():
+        if not isinstance(results, dict) or not ({"task", "methods"} <= results.keys() or "per_k" in results):
             raise ValueError(f"{path} is not a text2grad results file (no task or methods)")
         out.append(results)
     order = ["summarize", "code", "qa"]

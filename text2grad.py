@@ -286,12 +286,13 @@ def check_skipped(stats, where):
         print(f"{message}; skipped")
 
 
-def reward_stage(policy, tokenizer, records, encoded, preset, device, seed, out, progress):
-    """Train (or, when resuming, load) and evaluate the three reward models on the annotated
-    records ({split: records}) and their encodings ({split: items}). Returns ({name: test metrics},
-    {name: model})."""
+def reward_stage(policy, tokenizer, records, encoded, preset, device, seed, out, progress, names=tuple(REWARD_MODELS)):
+    """Train (or, when resuming, load) and evaluate the reward models `names` (of REWARD_MODELS) on
+    the annotated records ({split: records}) and their encodings ({split: items}). Returns
+    ({name: test metrics}, {name: model})."""
     results, models = {}, {}
-    for name, (kind, cot) in REWARD_MODELS.items():
+    for name in names:
+        kind, cot = REWARD_MODELS[name]
         start, path = time.time(), os.path.join(out, f"reward_{name}.pt")
         if f"reward/{name}" not in progress:
             model = RewardModel(copy.deepcopy(policy), kind, cot).to(device)
@@ -348,14 +349,15 @@ def reward_function(method, task, tokenizer, examples, reward_models, length_lim
 def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, preset, seeds, compile, out, progress):
     """Every method of METHODS from the SFT policy, each run a stage of its own for --resume:
       1. GAE lambda: one run per lambda of preset["lambdas"] at the first seed; the method keeps the
-         lambda whose final validation score is highest (the first of equals, in grid order);
+         lambda whose final validation score is highest (the first of equals, in grid order), or,
+         with preset["choose_by"] "mean", whose validation curve has the highest mean (sooner is better);
       2. the other seeds at that lambda; the first seed's run at it is reused, not run again;
       3. test: the chosen runs, and only those, are evaluated on the test split.
     --resume with more --seeds adds the new seeds' runs to a finished run.
     Returns (methods, history, grid): methods[name] = {lambda, score, ci95, scores, curve, curve_ci95,
     test, explained_variance, warmup, time_s}, with "sft" (from sft_results) as the starting point;
-    history["<name>/<seed>"] the logged statistics per update; grid[name][lambda] the final
-    validation score of each lambda's run."""
+    history["<name>/<seed>"] the logged statistics per update; grid[name][lambda] the validation
+    score each lambda's run was chosen by."""
     config = ppo.PPOConfig(**preset["ppo"], max_new_tokens=MAX_NEW_TOKENS, compile=compile)
     train = splits["train"]
     prompts = [policy_prompt(tokenizer, e.prompt) for e in train]
@@ -389,7 +391,11 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
     for name in METHODS:
         for lam in preset["lambdas"]:
             run_once(name, lam, seeds[0])
-        finals = [progress[f"ppo/{name}/lambda{lam}/{seeds[0]}"]["curve"][-1][1] for lam in preset["lambdas"]]
+        curves = [progress[f"ppo/{name}/lambda{lam}/{seeds[0]}"]["curve"] for lam in preset["lambdas"]]
+        if preset.get("choose_by", "final") == "mean":
+            finals = [sum(score for _, score in curve) / len(curve) for curve in curves]
+        else:
+            finals = [curve[-1][1] for curve in curves]
         # under torchrun every rank averages the same numbers, so every rank makes the same choice
         finals = parallel.all_mean(torch.tensor(finals, dtype=torch.float64, device=device)).tolist()
         grid[name] = dict(zip(preset["lambdas"], finals))
@@ -668,10 +674,14 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["report"]:
         return report_command(argv[1:])
+    if argv[:1] == ["sweep"]:
+        import sweep  # the K sweep (sweep.py) imports this module
+        return sweep.main(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog="python text2grad.py report --out DIR rebuilds DIR/report.html "
                                             "from an earlier run, without training; python value.py --out DIR "
-                                            "compares value-head settings on a finished run.")
+                                            "compares value-head settings on a finished run; python text2grad.py "
+                                            "sweep --help: the sweep over K, the number of flaws per response.")
     parser.add_argument("--task", default="summarize", choices=["summarize", "code", "qa", "all"],
                         help="toy task to run (default: summarize)")
     parser.add_argument("--preset", default="default", choices=sorted(PRESETS), help="run size")

@@ -33,8 +33,8 @@ class Example:
 
 def get_task(name):
     """The task module called `name`."""
-    from data import codegen, qa, summarize
-    tasks = {m.NAME: m for m in (summarize, codegen, qa)}
+    from data import codegen, facts, qa, summarize
+    tasks = {m.NAME: m for m in (summarize, codegen, qa, facts)}
     if name not in tasks:
         raise ValueError(f"unknown task {name!r}; choose one of {', '.join(tasks)}")
     return tasks[name]

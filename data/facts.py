@@ -1,0 +1,167 @@
+"""Restating a delivery order: the toy task with a knob K, the number of independent flaws per response.
+
+Why a task of its own. The other three tasks hold one systematic flaw per response, and one number at
+the end of a response is enough to find one decision. Text2Grad should pay off when a response holds
+*several independent* mistakes: a scalar reward is their sum, so the signal for each one is buried in
+the noise of the others. Bolting K facts onto the summaries would change what ROUGE measures and mix
+the new flaws with the old ones; a separate task keeps the knob clean, and one SFT policy and one set
+of reward models serve every K (the training split mixes K in KS).
+
+An order note states K facts, one sentence each, in a fixed order; the response restates them as
+"key value" clauses in the same order:
+
+    prompt:    "Maya orders a gift for Omar. The box moved from monday to friday. Send it by express."
+    reference: "name Maya; day friday; speed express."
+
+Each fact is a *site*: a one-word choice, checked by a copy against the prompt (no multi-hop
+look-up). The eight kinds (KINDS) each have their own habit, so one shared change cannot fix them
+all: five copy the wrong word from their own sentence, each with its own cue (the friend, not the
+buyer; the old day, not the new one; ...), three write their own default word whatever the prompt
+says. Which kinds a prompt holds, and every value, are drawn independently.
+
+Flaws in the demonstrations: each site carries its habit with probability HABIT_RATE, independently,
+so most greedy SFT responses repeat every habit and sampled ones get each site wrong about that often.
+
+The critic judges every site: the value is a good span where it is right, a poor span where it is
+wrong. A clause for a fact the prompt does not hold (or a repeated one) is a poor span, and a
+missing fact is said in prose (there is no span to quote for something absent).
+Metrics: sites_right (PRIMARY), the share of the prompt's sites restated right (a missing site
+counts as wrong), and all_right, 1 when every site is right.
+"""
+import random
+import re
+
+from data import Example, quote
+
+NAME = "facts"
+PRIMARY = "sites_right"
+KS = (1, 2, 4, 8)   # the sweep's values of K; the training split draws K uniformly from them
+HABIT_RATE = 0.75   # chance that a demonstration repeats a site's habit, per site, independently
+
+NAMES = ["Maya", "Omar", "Lena", "Ravi", "Sofia", "Jonas", "Aisha", "Mateo", "Nora", "Felix"]
+CITIES = ["Oslo", "Rome", "Paris", "Lima", "Cairo", "Delhi", "Tokyo", "Quito"]
+DAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday"]
+COLOURS = ["blue", "red", "green", "black", "white", "pink", "grey", "brown"]
+COUNTS = [str(n) for n in range(2, 10)]
+# kind -> (its sentence, with {right} and {other}; the values; the habit: "other" copies the
+# sentence's other value, a word is a default written whatever the prompt says)
+KINDS = {
+    "name": ("{right} orders a gift for {other}.", NAMES, "other"),
+    "city": ("It goes to {right}, though the shop is in {other}.", CITIES, "other"),
+    "day": ("The box moved from {other} to {right}.", DAYS, "other"),
+    "colour": ("The old wrap was {other}; use {right} now.", COLOURS, "other"),
+    "count": ("Pack {right} boxes, where last time it was {other}.", COUNTS, "other"),
+    "unit": ("Weigh it in {right}.", ["grams", "pounds", "ounces", "litres"], "kilos"),
+    "size": ("Use a {right} box.", ["small", "large", "tiny", "huge"], "medium"),
+    "speed": ("Send it by {right}.", ["express", "overnight", "economy", "priority"], "standard"),
+}
+FLAW_RATES = {kind: HABIT_RATE for kind in KINDS}
+
+
+def restate(sites):
+    """The response that states each (kind, value) pair: "key value; key value."."""
+    return "; ".join(f"{kind} {value}" for kind, value in sites) + "."
+
+
+def make_examples(n, seed, k=None):
+    """n order notes with k sites each (k None: drawn from KS per example)."""
+    rng = random.Random(seed)
+    examples = []
+    for _ in range(n):
+        chosen = rng.sample(list(KINDS), k or rng.choice(KS))
+        kinds = [kind for kind in KINDS if kind in chosen]  # in the order of KINDS
+        sentences, sites, shown, flaws = [], [], [], []
+        for kind in kinds:
+            template, values, habit = KINDS[kind]
+            right, other = rng.sample(values, 2)
+            sentences.append(template.format(right=right, other=other))
+            wrong = other if habit == "other" else habit
+            sites.append([kind, right, wrong])
+            if rng.random() < HABIT_RATE:
+                flaws.append(kind)
+            shown.append((kind, wrong if kind in flaws else right))
+        examples.append(Example(" ".join(sentences), restate((kind, right) for kind, right, _ in sites),
+                                restate(shown), flaws, {"sites": sites}))
+    return examples
+
+
+def _clauses(response):
+    """(key, value, clause_start, value_start, end) per clause "key value" of a response split at
+    ';' and '.', surrounding spaces excluded; value_start is clause_start when there is no value."""
+    out = []
+    for m in re.finditer(r"[^;.]+", response):
+        text = m.group()
+        if not text.strip():
+            continue
+        start = m.start() + len(text) - len(text.lstrip())
+        end = m.end() - len(text) + len(text.rstrip())
+        key, _, value = response[start:end].partition(" ")
+        value_start = end - len(value.strip()) if value.strip() else start
+        out.append((key, value.strip(), start, value_start, end))
+    return out
+
+
+def judge(example, response):
+    """{kind: True (right) / False (wrong) / None (missing)} for each site of the prompt; the first
+    clause with a site's key is the one judged."""
+    said = {}
+    for key, value, *_ in _clauses(response):
+        said.setdefault(key, value)
+    return {kind: (said[kind] == right if kind in said else None) for kind, right, _ in example.facts["sites"]}
+
+
+def metrics(example, response):
+    verdicts = list(judge(example, response).values())
+    right = sum(v is True for v in verdicts)
+    return {"sites_right": right / len(verdicts), "all_right": float(right == len(verdicts))}
+
+
+# ---------------------------------------------------------------------------------------------
+# The critic
+
+def critique(example, response):
+    rights = {kind: right for kind, right, _ in example.facts["sites"]}
+    good, poor, notes, seen = [], [], [], set()
+    for key, value, clause_start, start, end in _clauses(response):
+        if key not in rights or key in seen:  # the whole clause is blamed
+            poor.append(quote(response, clause_start, end))
+            notes.append(f"The {key} is given twice." if key in seen else
+                         f"\"{response[clause_start:end]}\" is not asked for.")
+            continue
+        seen.add(key)
+        if value == rights[key]:
+            good.append(quote(response, start, end))
+            notes.append(f"{value} is right.")
+        else:  # a wrong value, or a key with none (then the key is blamed)
+            poor.append(quote(response, start, end))
+            notes.append(f"{value or key} should be {rights[key]}.")
+    notes += [f"It leaves out the {kind}." for kind in rights if kind not in seen]
+    return {"textual_feedback": " ".join(notes), "good_spans": list(dict.fromkeys(good)),
+            "poor_spans": list(dict.fromkeys(poor))}
+
+
+def site_statistics(examples, responses):
+    """How the sites of responses (one per example) go wrong: {"wrong": {kind: share of that kind's
+    sites not right}, "correlation": mean and largest |phi| between two kinds' wrong-indicators over
+    the responses that hold both (0: independent; pairs seen fewer than 20 times are left out)}."""
+    verdicts = [judge(e, r) for e, r in zip(examples, responses)]
+    wrong = {kind: [v[kind] is not True for v in verdicts if kind in v] for kind in KINDS}
+    phis = []
+    for i, a in enumerate(KINDS):
+        for b in list(KINDS)[i + 1:]:
+            pairs = [(v[a] is not True, v[b] is not True) for v in verdicts if a in v and b in v]
+            if len(pairs) < 20:
+                continue
+            n = len(pairs)
+            pa, pb = sum(x for x, _ in pairs) / n, sum(y for _, y in pairs) / n
+            pab = sum(x and y for x, y in pairs) / n
+            if 0 < pa < 1 and 0 < pb < 1:
+                phis.append((pab - pa * pb) / (pa * (1 - pa) * pb * (1 - pb)) ** 0.5)
+    return {"wrong": {kind: sum(w) / len(w) for kind, w in wrong.items() if w},
+            "correlation": {"mean": sum(phis) / len(phis) if phis else None,
+                            "max_abs": max(map(abs, phis)) if phis else None, "pairs": len(phis)}}
+
+
+def count_sites(prompt):
+    """K of a prompt: each fact is one sentence."""
+    return prompt.count(".")

@@ -1,0 +1,276 @@
+"""The K sweep: where credit assignment decides.
+
+    python text2grad.py sweep [--ks 1 2 4 8] [--seeds 5] [--out runs/sweep] [--resume]
+
+K is the number of independent flaws per response (data/facts.py: an order note with K facts,
+each restated as a one-word choice the SFT policy gets wrong by habit). A scalar reward is the sum
+of the K site verdicts, so the signal for one site is buried in the noise of the other K - 1; a
+span reward puts each verdict on its own tokens. Bandit theory puts the gain of per-part feedback
+over sum-only feedback between sqrt(K) and K; this sweep measures it.
+
+    data -> tokenizer -> one SFT policy (K mixed) -> annotate -> reward models (cot, scalar; K
+    mixed) -> per K: the four METHODS of text2grad.py, GAE lambda chosen on validation, several
+    seeds -> updates needed to close 50% and 90% of the gap from SFT to the ceiling (every site
+    right) -> ratios scalar / span with bootstrap intervals over seeds
+
+Everything goes into --out: the main run's files for the shared stages (tokenizer.json, sft.pt,
+annotations_*.jsonl, reward_*.pt), one sub-folder k{K} per K with that K's PPO runs (its own
+progress.json, samples_{method}.jsonl, ppo_{method}.pt), and results.json and report.html.
+"""
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+import torch
+
+import stats
+import text2grad as t2g
+from checkpoint import Diverged, Interrupted, atomic_save, on_sigint
+from data import facts
+from data.tokenizer import Tokenizer, training_texts
+from model import GPT, GPTConfig
+from reward import evaluate_reward_model
+from sft import evaluate, flaw_rates, respond, train_sft
+
+# Sizes. validation and test are per K; train mixes K. ppo: PPOConfig fields; updates: the PPO budget
+# per K (the same for every method at a K); choose_by "mean": lambda is chosen by the mean of the
+# validation curve, which rewards getting there sooner (the final score ties at the ceiling).
+PRESETS = {
+    "default": dict(train=4000, validation=100, test=100, vocab_size=512, sft_steps=600, batch_size=32,
+                    lr=3e-3, model=dict(n_layer=2, n_head=4, n_embd=96, block_size=384),
+                    samples_per_prompt=1, reward_steps=400, reward_lr=2e-3,
+                    ppo=dict(batch_size=32, minibatch_size=32, lr=1e-4, length_limit=64),
+                    updates={1: 12, 2: 12, 4: 16, 8: 24}, eval_every=2, lambdas=(0.0, 0.95), choose_by="mean"),
+    # the test suite's run: every stage in seconds; its numbers mean nothing
+    "tiny": dict(train=64, validation=8, test=8, vocab_size=512, sft_steps=10, batch_size=16,
+                 lr=3e-3, model=dict(n_layer=1, n_head=2, n_embd=32, block_size=384),
+                 samples_per_prompt=1, reward_steps=4, reward_lr=2e-3,
+                 ppo=dict(batch_size=8, minibatch_size=8, lr=3e-5, length_limit=64),
+                 updates={1: 2, 2: 2, 4: 2, 8: 2}, eval_every=1, lambdas=(0.0, 0.95), choose_by="mean"),
+}
+REWARD_MODELS = ("cot", "scalar")  # the ones the four methods read (the no-critique model is not in the sweep)
+RATIOS = [("ppo_scalar", "text2grad"), ("oracle_scalar", "oracle")]  # updates(a) / updates(b): a > 1 favours b
+THRESHOLDS = (0.5, 0.9)  # the share of the gap from SFT to the ceiling closed
+
+
+def make_splits(sizes, ks, seed):
+    """(train, {K: {"validation", "test"}}): train mixes K (facts.KS); held-out splits are per K and
+    share no prompt with train or with each other."""
+    held_out, per_k = set(), {}
+    for k in ks:
+        per_k[k] = {}
+        for j, split in enumerate(("test", "validation")):
+            examples = facts.make_examples(sizes[split], seed * 1000 + 100 * k + j, k=k)
+            per_k[k][split] = [e for e in examples if e.prompt not in held_out]
+            held_out.update(e.prompt for e in per_k[k][split])
+    train = [e for e in facts.make_examples(sizes["train"], seed * 1000 + 99) if e.prompt not in held_out]
+    return train, per_k
+
+
+def updates_to(curve, level):
+    """The first update of a validation curve [(update, score)] at or above level; None if none."""
+    return next((u for u, score in curve if score >= level - 1e-9), None)
+
+
+def thresholds(curves, start, budget, eval_every):
+    """Per threshold q: the updates each seed's curve needs to close q of the gap from start (the SFT
+    policy's validation score) to the ceiling 1. A curve that never gets there counts as
+    budget + eval_every, the next point it could have been seen at (so a ratio with such a run in its
+    numerator is a lower bound); "censored" counts them."""
+    out = {}
+    for q in THRESHOLDS:
+        level = start + q * (1 - start)
+        reached = [updates_to(curve, level) for curve in curves]
+        out[str(q)] = {"level": level, "per_seed": [budget + eval_every if u is None else u for u in reached],
+                       "censored": sum(u is None for u in reached)}
+    return out
+
+
+def ratio(a, b, seed=0):
+    """mean(a) / mean(b) over paired seeds, with a percentile bootstrap interval over seeds."""
+    stat = lambda idx: sum(a[i] for i in idx) / max(1e-9, sum(b[i] for i in idx))
+    low, high = stats.bootstrap_ci95(len(a), stat, seed=seed)
+    return {"ratio": stat(range(len(a))), "ci95": [low, high], "per_seed": [x / max(1e-9, y) for x, y in zip(a, b)]}
+
+
+def sweep_k(k, model, tokenizer, split, reward_models, preset, seeds, compile, out, args):
+    """The four methods at one K, in out/k{K} (its own progress.json); returns that K's results."""
+    folder = os.path.join(out, f"k{k}")
+    os.makedirs(folder, exist_ok=True)
+    progress = t2g.Progress(folder, {"k": k, "preset": args.preset, "seed": args.seed}, args.resume,
+                            args.checkpoint_every)
+    start = time.time()
+    if "evaluate" not in progress:
+        validation, _ = evaluate(facts, model, tokenizer, split["validation"])
+        test, samples = evaluate(facts, model, tokenizer, split["test"])
+        atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(folder, "samples.jsonl"))
+        progress.finish("evaluate", {"validation": validation, "test": test}, start)
+    sft = progress["evaluate"]
+    k_preset = {**preset, "ppo": {**preset["ppo"], "updates": preset["updates"][k]}}
+    methods, _, grid = t2g.ppo_stage(facts, model, tokenizer, split, reward_models, sft, k_preset, seeds,
+                                     compile, folder, progress)
+    budget, every = preset["updates"][k], preset["eval_every"]
+    steps = {name: thresholds([progress[f"ppo/{name}/lambda{methods[name]['lambda']}/{s}"]["curve"] for s in seeds],
+                              sft["validation"][facts.PRIMARY], budget, every) for name in t2g.METHODS}
+    ratios = {str(q): {f"{a} / {b}": ratio(steps[a][str(q)]["per_seed"], steps[b][str(q)]["per_seed"])
+                       for a, b in RATIOS} for q in THRESHOLDS}
+    return {"k": k, "updates": budget, "eval_every": every, "sft": sft, "methods": methods, "lambda_grid": grid,
+            "thresholds": steps, "ratios": ratios,
+            "paired": {f"{a} - {b}": stats.paired_difference(methods[a]["scores"], methods[b]["scores"])
+                       for a, b in t2g.COMPARISONS},
+            "all_right": {name: methods[name]["test"]["all_right"] for name in methods},
+            "time_s": sum(progress.time(stage) for stage in progress.done)}
+
+
+def run(args):
+    preset = PRESETS[args.preset]
+    device = t2g.pick_device(args.device)
+    compile = device.startswith("cuda") if args.compile is None else args.compile
+    os.makedirs(args.out, exist_ok=True)
+    progress = t2g.Progress(args.out, {"sweep": True, "preset": args.preset, "seed": args.seed},
+                            args.resume, args.checkpoint_every)
+    path = lambda name: os.path.join(args.out, name)
+    train, per_k = make_splits({s: preset[s] for s in ("train", "validation", "test")}, args.ks, args.seed)
+    results = {"kind": "sweep", "task": facts.NAME, "preset": args.preset, "seed": args.seed, "device": device,
+               "ks": args.ks, "habit_rate": facts.HABIT_RATE,
+               "sizes": {"train": len(train), **{str(k): {s: len(v) for s, v in split.items()} for k, split in per_k.items()}}}
+
+    start = time.time()
+    if "data" not in progress:
+        tokenizer = Tokenizer.train(training_texts(facts, train), preset["vocab_size"])
+        atomic_save(tokenizer.to_json(), path("tokenizer.json"))
+        progress.finish("data", {"demonstration_flaw_rates": flaw_rates(train)}, start)
+    with open(path("tokenizer.json"), encoding="utf-8") as f:
+        tokenizer = Tokenizer.from_json(f.read())
+    results.update(progress["data"])
+
+    start = time.time()
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, **preset["model"])
+    if "sft" not in progress:
+        torch.manual_seed(args.seed)
+        model = GPT(config).to(device)
+        snapshots = progress.snapshots("sft")
+        losses = train_sft(model, tokenizer, train, preset["sft_steps"], preset["batch_size"], preset["lr"],
+                           device, args.seed, snapshots)
+        t2g.save_checkpoint(path("sft.pt"), model, tokenizer, preset["sft_steps"])
+        snapshots.clear()
+        progress.finish("sft", {"sft_final_loss": sum(losses[-50:]) / len(losses[-50:])}, start)
+    model = t2g.load_checkpoint(path("sft.pt"), device, tokenizer, config)[0]
+    results.update(progress["sft"])
+
+    # How the SFT policy's sites go wrong, sampled (what PPO starts from) and greedy (what the metric reads)
+    start = time.time()
+    if "sites" not in progress:
+        examples = [e for k in args.ks for e in per_k[k]["validation"]]
+        generator = torch.Generator(device).manual_seed(args.seed)
+        sampled, _ = respond(model, tokenizer, [e.prompt for e in examples], greedy=False, generator=generator,
+                             desc="sample sites")
+        greedy, _ = respond(model, tokenizer, [e.prompt for e in examples], desc="greedy sites")
+        progress.finish("sites", {"sites": {"sampled": facts.site_statistics(examples, sampled),
+                                            "greedy": facts.site_statistics(examples, greedy)}}, start)
+    results.update(progress["sites"])
+
+    # Annotation and reward models: sampled SFT responses over the mixed training split; the test
+    # annotations are per K, so the reward models are also scored per K.
+    start = time.time()
+    splits = {"train": train, "validation": [e for k in args.ks for e in per_k[k]["validation"]],
+              "test": [e for k in args.ks for e in per_k[k]["test"]]}
+    if "annotate" not in progress:
+        records = t2g.annotate_stage(facts, model, tokenizer, splits, preset["samples_per_prompt"], args.seed, args.out)
+        progress.finish("annotate", {}, start)
+    else:
+        records = t2g.read_annotations(args.out, check=None)
+    encoded = {}
+    for split in records:
+        records[split], encoded[split], alignment = t2g.encode_records(tokenizer, records[split], config.block_size)
+        t2g.check_skipped(alignment, path(f"annotations_{split}.jsonl"))
+    results["reward_model"], reward_models = t2g.reward_stage(model, tokenizer, records, encoded, preset, device,
+                                                              args.seed, args.out, progress, REWARD_MODELS)
+    start = time.time()
+    if "reward_per_k" not in progress:
+        per_k_rm = {}
+        for k in args.ks:
+            rows = [j for j, r in enumerate(records["test"]) if facts.count_sites(r["prompt"]) == k]
+            metrics, _, _ = evaluate_reward_model(reward_models["cot"], tokenizer, [records["test"][j] for j in rows],
+                                                  [encoded["test"][j] for j in rows])
+            per_k_rm[str(k)] = {key: metrics[key] for key in ("positive_f1", "negative_f1", "exact_span_match")}
+        progress.finish("reward_per_k", {"reward_per_k": per_k_rm}, start)
+    results.update(progress["reward_per_k"])
+    for k in args.ks:
+        rm = results["reward_per_k"][str(k)]
+        print(f"[sweep] K={k}: reward model (cot) span F1 positive {rm['positive_f1']:.3f}, negative {rm['negative_f1']:.3f}")
+
+    seeds = [args.seed + j for j in range(args.seeds)]
+    results["per_k"] = {}
+    for k in args.ks:
+        results["per_k"][str(k)] = sweep_k(k, model, tokenizer, {"train": [e for e in train if facts.count_sites(e.prompt) == k],
+                                                                 **per_k[k]}, reward_models, preset, seeds,
+                                           compile, args.out, args)
+    results["seeds"] = seeds
+    results["wall_time_s"] = sum(progress.time(s) for s in progress.done) + sum(
+        r["time_s"] for r in results["per_k"].values())
+    atomic_save(json.dumps(results, indent=2), path("results.json"))
+    t2g.write_report(args.out)
+    print_sweep(results)
+    print(f"[sweep] total {results['wall_time_s']:.0f}s -> {path('results.json')}, {path('report.html')}")
+    return results
+
+
+def print_sweep(results):
+    """The sweep's table: per K and method, test sites right and updates to each threshold."""
+    print(f"\nK sweep (facts task): test {facts.PRIMARY} (mean over {len(results['seeds'])} seeds) and validation "
+          f"updates to close 50% / 90% of the gap from SFT to 1 (mean; * some seeds never got there)")
+    for k, r in results["per_k"].items():
+        print(f"  K={k}  SFT {r['sft']['test'][facts.PRIMARY]:.3f}  budget {r['updates']} updates")
+        for name in t2g.METHODS:
+            m, steps = r["methods"][name], r["thresholds"][name]
+            cells = "  ".join(f"{sum(s['per_seed']) / len(s['per_seed']):5.1f}{'*' if s['censored'] else ' '}"
+                              for s in steps.values())
+            print(f"    {name:15s} lambda {m['lambda']:<4}  test {m['score']:.3f} ± {m['ci95']:.3f}  updates {cells}")
+        for q, pairs in r["ratios"].items():
+            print(f"    ratio at {float(q):.0%}: " + "; ".join(
+                f"{key} {v['ratio']:.2f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]" for key, v in pairs.items()))
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(prog="text2grad.py sweep", description=(
+        "The K sweep: K is the number of independent flaws per response (data/facts.py). For each K, "
+        "scalar PPO, Text2Grad, the critic's rewards summed on the last token and the critic's spans, from one "
+        "SFT policy and one set of reward models; how many PPO updates each needs to close 50%% and 90%% of the "
+        "gap to every site right, and the ratios with bootstrap intervals over seeds."))
+    parser.add_argument("--ks", type=int, nargs="+", default=list(facts.KS), metavar="K",
+                        help=f"values of K, the number of flaws per response, each one of {list(facts.KS)} "
+                             f"(default: all)")
+    parser.add_argument("--seeds", type=int, default=5, help="PPO seeds per method and K (default 5)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--preset", default="default", choices=sorted(PRESETS), help="run size")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                        help="torch.compile the PPO loss path (default: on for CUDA, off for CPU)")
+    parser.add_argument("--out", default="runs/sweep", help="output directory (default runs/sweep)")
+    parser.add_argument("--resume", action="store_true", help="continue the sweep in --out: finished stages and "
+                        "runs are loaded; --resume with more --seeds adds runs")
+    parser.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
+                        help="how often a training loop saves its snapshot for --resume (default 60)")
+    args = parser.parse_args(argv)
+    if args.seeds < 1:
+        t2g.fail("--seeds must be at least 1")
+    if any(k not in facts.KS for k in args.ks):
+        t2g.fail(f"--ks: each K must be one of {list(facts.KS)} (the training split mixes those)")
+    args.ks = sorted(set(args.ks))
+    if args.resume and not os.path.isdir(args.out):
+        t2g.fail(f"--resume: {args.out} does not exist, so there is nothing to resume; run without --resume")
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        return run(args)
+    except OSError as error:
+        t2g.fail(f"cannot write the output ({error.strerror or error}: {error.filename or args.out}); choose another --out")
+    except (Interrupted, KeyboardInterrupt) as stop:
+        print(f"text2grad sweep: interrupted ({stop or 'at once'}); every file written is complete; run the same "
+              f"command with --resume to continue", file=sys.stderr)
+        sys.exit(130)
+    except Diverged as error:
+        t2g.fail(f"training diverged: {error}")
