@@ -39,17 +39,19 @@ from sft import evaluate, flaw_rates, respond, train_sft
 # per K (the same for every method at a K); choose_by "mean": lambda is chosen by the mean of the
 # validation curve, which rewards getting there sooner (the final score ties at the ceiling).
 PRESETS = {
-    "default": dict(train=4000, validation=100, test=100, vocab_size=512, sft_steps=600, batch_size=32,
+    "default": dict(train=4000, validation=100, test=100, vocab_size=512, sft_steps=1500, batch_size=32,
                     lr=3e-3, model=dict(n_layer=2, n_head=4, n_embd=96, block_size=384),
-                    samples_per_prompt=1, reward_steps=400, reward_lr=2e-3,
-                    ppo=dict(batch_size=32, minibatch_size=32, lr=1e-4, length_limit=64),
-                    updates={1: 12, 2: 12, 4: 16, 8: 24}, eval_every=2, lambdas=(0.0, 0.95), choose_by="mean"),
+                    samples_per_prompt=2, reward_steps=1200, reward_lr=2e-3,
+                    ppo=dict(batch_size=32, minibatch_size=32, lr=2e-4, beta=0.1, length_limit=40),
+                    updates={1: 12, 2: 16, 4: 20, 8: 24}, eval_every={1: 1, 2: 1, 4: 1, 8: 1},
+                    lambdas=(0.5, 0.95), choose_by="mean"),
     # the test suite's run: every stage in seconds; its numbers mean nothing
     "tiny": dict(train=64, validation=8, test=8, vocab_size=512, sft_steps=10, batch_size=16,
                  lr=3e-3, model=dict(n_layer=1, n_head=2, n_embd=32, block_size=384),
                  samples_per_prompt=1, reward_steps=4, reward_lr=2e-3,
-                 ppo=dict(batch_size=8, minibatch_size=8, lr=3e-5, length_limit=64),
-                 updates={1: 2, 2: 2, 4: 2, 8: 2}, eval_every=1, lambdas=(0.0, 0.95), choose_by="mean"),
+                 ppo=dict(batch_size=8, minibatch_size=8, lr=3e-5, length_limit=40),
+                 updates={1: 2, 2: 2, 4: 2, 8: 2}, eval_every={1: 1, 2: 1, 4: 1, 8: 1}, lambdas=(0.5, 0.95),
+                 choose_by="mean"),
 }
 REWARD_MODELS = ("cot", "scalar")  # the ones the four methods read (the no-critique model is not in the sweep)
 RATIOS = [("ppo_scalar", "text2grad"), ("oracle_scalar", "oracle")]  # updates(a) / updates(b): a > 1 favours b
@@ -58,7 +60,8 @@ THRESHOLDS = (0.5, 0.9)  # the share of the gap from SFT to the ceiling closed
 
 def make_splits(sizes, ks, seed):
     """(train, {K: {"validation", "test"}}): train mixes K (facts.KS); held-out splits are per K and
-    share no prompt with train or with each other."""
+    share no prompt with train or with each other (one split may draw a prompt twice: at K = 1 there
+    are only a few hundred)."""
     held_out, per_k = set(), {}
     for k in ks:
         per_k[k] = {}
@@ -109,10 +112,10 @@ def sweep_k(k, model, tokenizer, split, reward_models, preset, seeds, compile, o
         atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(folder, "samples.jsonl"))
         progress.finish("evaluate", {"validation": validation, "test": test}, start)
     sft = progress["evaluate"]
-    k_preset = {**preset, "ppo": {**preset["ppo"], "updates": preset["updates"][k]}}
+    k_preset = {**preset, "ppo": {**preset["ppo"], "updates": preset["updates"][k]}, "eval_every": preset["eval_every"][k]}
     methods, _, grid = t2g.ppo_stage(facts, model, tokenizer, split, reward_models, sft, k_preset, seeds,
                                      compile, folder, progress)
-    budget, every = preset["updates"][k], preset["eval_every"]
+    budget, every = preset["updates"][k], preset["eval_every"][k]
     steps = {name: thresholds([progress[f"ppo/{name}/lambda{methods[name]['lambda']}/{s}"]["curve"] for s in seeds],
                               sft["validation"][facts.PRIMARY], budget, every) for name in t2g.METHODS}
     ratios = {str(q): {f"{a} / {b}": ratio(steps[a][str(q)]["per_seed"], steps[b][str(q)]["per_seed"])

@@ -7,17 +7,21 @@ the noise of the others. Bolting K facts onto the summaries would change what RO
 the new flaws with the old ones; a separate task keeps the knob clean, and one SFT policy and one set
 of reward models serve every K (the training split mixes K in KS).
 
-An order note states K facts, one sentence each, in a fixed order; the response restates them as
-"key value" clauses in the same order:
+An order note names the gift and states K facts, one sentence each, in a fixed order; the
+response restates the facts as "key value" clauses in the same order:
 
-    prompt:    "Maya orders a gift for Omar. The box moved from monday to friday. Send it by express."
+    prompt:    "The gift is a lamp. It is from Maya. It leaves on friday. Send it by express."
     reference: "name Maya; day friday; speed express."
 
-Each fact is a *site*: a one-word choice, checked by a copy against the prompt (no multi-hop
-look-up). The eight kinds (KINDS) each have their own habit, so one shared change cannot fix them
-all: five copy the wrong word from their own sentence, each with its own cue (the friend, not the
-buyer; the old day, not the new one; ...), three write their own default word whatever the prompt
-says. Which kinds a prompt holds, and every value, are drawn independently.
+Each fact is a *site*: a one-word choice, checked by a copy against the prompt (is the value the
+one the note states?), nothing multi-hop. The demonstrator has the habit of a hurried clerk who
+leaves an order form's pre-filled default in place: each of the eight kinds (KINDS) has its own
+default word (Alex, London, sunday, ...), never the value a note states. Which kinds a note holds,
+and every value, are drawn independently, so the sites are independent; unlearning one site's
+default leaves the others in place. What replaces every default is the same skill, copying from the
+prompt; the SFT policy already has it (it copies wherever its demonstrations did). The other design
+tried first, two values per sentence and a habit of copying the wrong one, was dropped: the reward
+model could not learn which of the two was meant (span F1 0.72-0.85 at K = 8).
 
 Flaws in the demonstrations: each site carries its habit with probability HABIT_RATE, independently,
 so most greedy SFT responses repeat every habit and sampled ones get each site wrong about that often.
@@ -36,24 +40,21 @@ from data import Example, quote
 NAME = "facts"
 PRIMARY = "sites_right"
 KS = (1, 2, 4, 8)   # the sweep's values of K; the training split draws K uniformly from them
-HABIT_RATE = 0.75   # chance that a demonstration repeats a site's habit, per site, independently
+HABIT_RATE = 0.6    # chance that a demonstration repeats a site's habit, per site, independently
 
-NAMES = ["Maya", "Omar", "Lena", "Ravi", "Sofia", "Jonas", "Aisha", "Mateo", "Nora", "Felix"]
-CITIES = ["Oslo", "Rome", "Paris", "Lima", "Cairo", "Delhi", "Tokyo", "Quito"]
-DAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday"]
-COLOURS = ["blue", "red", "green", "black", "white", "pink", "grey", "brown"]
-COUNTS = [str(n) for n in range(2, 10)]
-# kind -> (its sentence, with {right} and {other}; the values; the habit: "other" copies the
-# sentence's other value, a word is a default written whatever the prompt says)
+NAMES = ["Maya", "Omar", "Lena", "Ravi", "Sofia", "Jonas", "Aisha", "Mateo", "Nora", "Felix", "Priya", "Hugo"]
+ITEMS = ["lamp", "vase", "book", "clock", "scarf", "mug", "kite", "plant", "chair", "radio", "quilt", "candle",
+         "teapot", "drum", "globe", "mirror"]
+# kind -> (its sentence, the values a note may state, the demonstrator's default)
 KINDS = {
-    "name": ("{right} orders a gift for {other}.", NAMES, "other"),
-    "city": ("It goes to {right}, though the shop is in {other}.", CITIES, "other"),
-    "day": ("The box moved from {other} to {right}.", DAYS, "other"),
-    "colour": ("The old wrap was {other}; use {right} now.", COLOURS, "other"),
-    "count": ("Pack {right} boxes, where last time it was {other}.", COUNTS, "other"),
-    "unit": ("Weigh it in {right}.", ["grams", "pounds", "ounces", "litres"], "kilos"),
-    "size": ("Use a {right} box.", ["small", "large", "tiny", "huge"], "medium"),
-    "speed": ("Send it by {right}.", ["express", "overnight", "economy", "priority"], "standard"),
+    "name": ("It is from {value}.", NAMES, "Alex"),
+    "city": ("It goes to {value}.", ["Oslo", "Rome", "Paris", "Lima", "Cairo", "Delhi", "Tokyo", "Quito"], "London"),
+    "day": ("It leaves on {value}.", ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday"], "sunday"),
+    "colour": ("Wrap it in {value}.", ["blue", "red", "green", "white", "pink", "grey", "brown", "gold"], "black"),
+    "count": ("Pack {value} boxes.", [str(n) for n in range(2, 10)], "1"),
+    "unit": ("Weigh it in {value}.", ["grams", "pounds", "ounces", "litres"], "kilos"),
+    "size": ("Use a {value} box.", ["small", "large", "tiny", "huge"], "medium"),
+    "speed": ("Send it by {value}.", ["express", "overnight", "economy", "priority"], "standard"),
 }
 FLAW_RATES = {kind: HABIT_RATE for kind in KINDS}
 
@@ -70,16 +71,15 @@ def make_examples(n, seed, k=None):
     for _ in range(n):
         chosen = rng.sample(list(KINDS), k or rng.choice(KS))
         kinds = [kind for kind in KINDS if kind in chosen]  # in the order of KINDS
-        sentences, sites, shown, flaws = [], [], [], []
+        sentences, sites, shown, flaws = [f"The gift is a {rng.choice(ITEMS)}."], [], [], []
         for kind in kinds:
-            template, values, habit = KINDS[kind]
-            right, other = rng.sample(values, 2)
-            sentences.append(template.format(right=right, other=other))
-            wrong = other if habit == "other" else habit
-            sites.append([kind, right, wrong])
+            template, values, default = KINDS[kind]
+            right = rng.choice(values)
+            sentences.append(template.format(value=right))
+            sites.append([kind, right, default])
             if rng.random() < HABIT_RATE:
                 flaws.append(kind)
-            shown.append((kind, wrong if kind in flaws else right))
+            shown.append((kind, default if kind in flaws else right))
         examples.append(Example(" ".join(sentences), restate((kind, right) for kind, right, _ in sites),
                                 restate(shown), flaws, {"sites": sites}))
     return examples
@@ -163,5 +163,5 @@ def site_statistics(examples, responses):
 
 
 def count_sites(prompt):
-    """K of a prompt: each fact is one sentence."""
-    return prompt.count(".")
+    """K of a prompt: each fact is one sentence, after the one naming the gift."""
+    return prompt.count(".") - 1

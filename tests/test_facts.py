@@ -1,0 +1,146 @@
+"""The facts task (data/facts.py) and the K sweep's arithmetic (sweep.py), against hand-worked examples."""
+import json
+import math
+
+import pytest
+
+import sweep
+import text2grad
+from data import Example, facts
+from test_report import Page
+
+
+def order(*sites):
+    """An example with the given [kind, right, habit] sites, written by hand."""
+    sites = [list(s) for s in sites]
+    return Example("(prompt)", facts.restate((k, r) for k, r, _ in sites), "", [], {"sites": sites})
+
+
+MAYA = order(["name", "Maya", "Omar"], ["day", "friday", "monday"], ["speed", "express", "standard"])
+
+
+def test_a_generated_example_reads_as_the_docstring_says():
+    e = facts.make_examples(1, seed=3, k=3)[0]
+    kinds = [kind for kind, _, _ in e.facts["sites"]]
+    assert kinds == [k for k in facts.KINDS if k in kinds] and len(kinds) == 3  # three kinds, in KINDS order
+    assert facts.count_sites(e.prompt) == 3
+    sentences = e.prompt.split(". ")
+    assert sentences[0].startswith("The gift is a ")
+    for sentence, (kind, right, default) in zip(sentences[1:], e.facts["sites"]):
+        template, values, habit = facts.KINDS[kind]
+        assert sentence.rstrip(".") + "." == template.format(value=right)  # the note states the right value
+        assert right in values and default == habit and default not in e.prompt
+    assert e.reference == "; ".join(f"{k} {r}" for k, r, _ in e.facts["sites"]) + "."
+    shown = dict(part.split(" ") for part in e.demonstration[:-1].split("; "))
+    for kind, right, default in e.facts["sites"]:
+        assert shown[kind] == (default if kind in e.flaws else right)
+
+
+def test_the_generator_is_seeded_and_k_is_drawn_from_ks():
+    a, b = facts.make_examples(50, seed=7), facts.make_examples(50, seed=7)
+    assert [e.prompt for e in a] == [e.prompt for e in b]
+    assert {facts.count_sites(e.prompt) for e in facts.make_examples(400, seed=1)} == set(facts.KS)
+    assert all(len(e.facts["sites"]) == 8 for e in facts.make_examples(20, seed=2, k=8))
+
+
+def test_habits_are_injected_at_their_rate_and_independently():
+    examples = facts.make_examples(4000, seed=0, k=8)
+    stats = facts.site_statistics(examples, [e.demonstration for e in examples])
+    for kind, share in stats["wrong"].items():  # 4000 draws: standard error 0.008
+        assert abs(share - facts.HABIT_RATE) < 0.035, kind
+    assert abs(stats["correlation"]["mean"]) < 0.02 and stats["correlation"]["max_abs"] < 0.08
+    assert stats["correlation"]["pairs"] == 28  # 8 kinds, every pair seen
+
+
+def test_critic_and_metric_on_a_hand_worked_response():
+    response = "name Omar; day friday; speed standard."
+    annotation = facts.critique(MAYA, response)
+    assert annotation == {"textual_feedback": "Omar should be Maya. friday is right. standard should be express.",
+                          "good_spans": ["friday"], "poor_spans": ["Omar", "standard"]}
+    assert facts.metrics(MAYA, response) == {"sites_right": pytest.approx(1 / 3), "all_right": 0.0}
+    assert facts.metrics(MAYA, MAYA.reference) == {"sites_right": 1.0, "all_right": 1.0}
+    assert facts.critique(MAYA, MAYA.reference)["poor_spans"] == []
+
+
+def test_critic_blames_extra_and_repeated_clauses_and_names_missing_sites():
+    response = "name Maya; name Omar; size large; day"
+    annotation = facts.critique(MAYA, response)
+    assert annotation["good_spans"] == ["Maya"]
+    assert annotation["poor_spans"] == ["name Omar", "size large", "day"]
+    assert annotation["textual_feedback"] == ('Maya is right. The name is given twice. "size large" is not asked for. '
+                                              'day should be friday. It leaves out the speed.')
+    # the first clause of a key is the one judged; a missing site counts as wrong
+    assert facts.judge(MAYA, response) == {"name": True, "day": False, "speed": None}
+    assert facts.metrics(MAYA, response)["sites_right"] == pytest.approx(1 / 3)
+    for span in annotation["good_spans"] + annotation["poor_spans"]:
+        assert span in response
+
+
+def test_site_statistics_by_hand():
+    two = order(["name", "Maya", "Omar"], ["day", "friday", "monday"])
+    examples = [MAYA, MAYA, two, two]
+    responses = ["name Omar; day friday; speed express.", "name Maya; day monday; speed express.",
+                 "name Omar; day monday.", "name Maya; day friday."]
+    stats = facts.site_statistics(examples, responses)
+    assert stats["wrong"] == {"name": 0.5, "day": 0.5, "speed": 0.0}
+    assert stats["correlation"]["pairs"] == 0  # no pair seen 20 times
+    many = facts.site_statistics(examples * 5, responses * 5)["correlation"]
+    # name and day wrong together: (1,0), (0,1), (1,1), (0,0) -> phi 0; speed never varies (left out)
+    assert many["pairs"] == 1 and many["mean"] == pytest.approx(0.0)
+
+
+def test_updates_to_threshold_by_hand():
+    curve = [(0, 0.2), (2, 0.5), (4, 0.7), (6, 0.95)]
+    assert sweep.updates_to(curve, 0.6) == 4 and sweep.updates_to(curve, 0.5) == 2
+    assert sweep.updates_to(curve, 0.99) is None
+    # from 0.2, half the gap to 1 is 0.6, 90% is 0.92; a curve that never gets there counts as 6 + 2
+    out = sweep.thresholds([curve, [(0, 0.2), (2, 0.3), (4, 0.4), (6, 0.61)]], 0.2, 6, 2)
+    assert out["0.5"]["level"] == pytest.approx(0.6) and out["0.5"]["per_seed"] == [4, 6]
+    assert out["0.9"]["per_seed"] == [6, 8] and out["0.9"]["censored"] == 1
+
+
+def test_ratio_of_mean_updates_with_a_bootstrap_interval():
+    r = sweep.ratio([8, 8, 8], [4, 4, 4])
+    assert r["ratio"] == 2 and r["ci95"] == [2, 2] and r["per_seed"] == [2, 2, 2]
+    r = sweep.ratio([4, 12], [4, 4])  # resamples of two seeds: (4+4)/8, (4+12)/8, (12+12)/8
+    assert r["ratio"] == 2 and r["ci95"][0] == 1 and r["ci95"][1] == 3
+
+
+def test_sweep_splits_share_no_prompt_and_hold_one_k_each():
+    train, per_k = sweep.make_splits({"train": 300, "validation": 30, "test": 30}, [1, 8], seed=0)
+    held = [e.prompt for split in per_k.values() for examples in split.values() for e in examples]
+    assert not set(held) & {e.prompt for e in train}
+    for split in per_k.values():  # validation and test share none (a split itself may repeat one at K = 1)
+        assert not {e.prompt for e in split["validation"]} & {e.prompt for e in split["test"]}
+    for k, split in per_k.items():
+        assert all(facts.count_sites(e.prompt) == k for examples in split.values() for e in examples)
+    assert len(per_k[8]["test"]) == 30  # 8 sites: no repeat in 30 draws
+
+
+@pytest.mark.slow
+def test_the_sweep_end_to_end(tmp_path):
+    out = tmp_path / "sweep"
+    text2grad.main(["sweep", "--preset", "tiny", "--ks", "1", "2", "--seeds", "2", "--out", str(out)])
+    results = json.loads((out / "results.json").read_text())
+    assert results["ks"] == [1, 2] and set(results["per_k"]) == {"1", "2"}
+    for r in results["per_k"].values():
+        assert set(r["methods"]) == {"sft", *text2grad.METHODS} and len(r["methods"]["oracle"]["scores"]) == 2
+        for steps in r["thresholds"].values():
+            assert all(len(s["per_seed"]) == 2 for s in steps.values())
+        for pairs in r["ratios"].values():
+            for v in pairs.values():
+                assert v["ci95"][0] <= v["ratio"] <= v["ci95"][1] and not math.isnan(v["ratio"])
+    page = Page((out / "report.html").read_text(encoding="utf-8"))
+    assert sorted(page.curves) == sorted(list(text2grad.METHODS) * 2)  # a learning-curve chart per K
+    # --resume with one more seed adds runs and keeps the finished ones
+    text2grad.main(["sweep", "--preset", "tiny", "--ks", "1", "2", "--seeds", "3", "--out", str(out), "--resume"])
+    again = json.loads((out / "results.json").read_text())
+    assert len(again["per_k"]["2"]["methods"]["text2grad"]["scores"]) == 3
+    assert again["per_k"]["2"]["methods"]["text2grad"]["scores"][:2] == results["per_k"]["2"]["methods"]["text2grad"]["scores"]
+
+
+def test_bad_k_is_one_line(capsys):
+    with pytest.raises(SystemExit) as stop:
+        text2grad.main(["sweep", "--ks", "3"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().count("\n") == 0
