@@ -58,7 +58,7 @@ RATIOS = [("ppo_scalar", "text2grad"), ("oracle_scalar", "oracle")]  # updates(a
 THRESHOLDS = (0.5, 0.9)  # the share of the gap from SFT to the ceiling closed
 
 
-def make_splits(sizes, ks, seed):
+def make_splits(sizes, seed, ks=facts.KS):
     """(train, {K: {"validation", "test"}}): train mixes K (facts.KS); held-out splits are per K and
     share no prompt with train or with each other (one split may draw a prompt twice: at K = 1 there
     are only a few hundred)."""
@@ -136,7 +136,9 @@ def run(args):
     progress = t2g.Progress(args.out, {"sweep": True, "preset": args.preset, "seed": args.seed},
                             args.resume, args.checkpoint_every)
     path = lambda name: os.path.join(args.out, name)
-    train, per_k = make_splits({s: preset[s] for s in ("train", "validation", "test")}, args.ks, args.seed)
+    # every K's held-out splits, whichever --ks: the shared stages (and the training split) must not
+    # depend on which K are run
+    train, per_k = make_splits({s: preset[s] for s in ("train", "validation", "test")}, args.seed)
     results = {"kind": "sweep", "task": facts.NAME, "preset": args.preset, "seed": args.seed, "device": device,
                "ks": args.ks, "habit_rate": facts.HABIT_RATE,
                "sizes": {"train": len(train), **{str(k): {s: len(v) for s, v in split.items()} for k, split in per_k.items()}}}
@@ -167,7 +169,7 @@ def run(args):
     # How the SFT policy's sites go wrong, sampled (what PPO starts from) and greedy (what the metric reads)
     start = time.time()
     if "sites" not in progress:
-        examples = [e for k in args.ks for e in per_k[k]["validation"]]
+        examples = [e for k in facts.KS for e in per_k[k]["validation"]]
         generator = torch.Generator(device).manual_seed(args.seed)
         sampled, _ = respond(model, tokenizer, [e.prompt for e in examples], greedy=False, generator=generator,
                              desc="sample sites")
@@ -179,8 +181,8 @@ def run(args):
     # Annotation and reward models: sampled SFT responses over the mixed training split; the test
     # annotations are per K, so the reward models are also scored per K.
     start = time.time()
-    splits = {"train": train, "validation": [e for k in args.ks for e in per_k[k]["validation"]],
-              "test": [e for k in args.ks for e in per_k[k]["test"]]}
+    splits = {"train": train, "validation": [e for k in facts.KS for e in per_k[k]["validation"]],
+              "test": [e for k in facts.KS for e in per_k[k]["test"]]}
     if "annotate" not in progress:
         records = t2g.annotate_stage(facts, model, tokenizer, splits, preset["samples_per_prompt"], args.seed, args.out)
         progress.finish("annotate", {}, start)
@@ -195,7 +197,7 @@ def run(args):
     start = time.time()
     if "reward_per_k" not in progress:
         per_k_rm = {}
-        for k in args.ks:
+        for k in facts.KS:
             rows = [j for j, r in enumerate(records["test"]) if facts.count_sites(r["prompt"]) == k]
             metrics, _, _ = evaluate_reward_model(reward_models["cot"], tokenizer, [records["test"][j] for j in rows],
                                                   [encoded["test"][j] for j in rows])

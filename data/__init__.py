@@ -1,8 +1,10 @@
-"""Toy tasks that mirror the paper's three: summarisation, code generation, question answering.
+"""Toy tasks that mirror the paper's three: summarisation, code generation, question answering; and
+a fourth with a knob, K independent flaws per response (data/facts.py, for the K sweep of sweep.py).
 
-Each task module (data/summarize.py, data/codegen.py, data/qa.py) exposes the same small interface:
+Each task module (data/summarize.py, data/codegen.py, data/qa.py, data/facts.py) exposes the same
+small interface:
 
-    NAME: str                      # "summarize" | "code" | "qa"
+    NAME: str                      # "summarize" | "code" | "qa" | "facts"
     PRIMARY: str                   # the key of metrics() that the experiment reports
     FLAW_RATES: dict[str, float]   # chance that a demonstration carries each flaw kind
     make_examples(n, seed) -> list[Example]         # seeded, deterministic

@@ -107,7 +107,7 @@ def test_ratio_of_mean_updates_with_a_bootstrap_interval():
 
 
 def test_sweep_splits_share_no_prompt_and_hold_one_k_each():
-    train, per_k = sweep.make_splits({"train": 300, "validation": 30, "test": 30}, [1, 8], seed=0)
+    train, per_k = sweep.make_splits({"train": 300, "validation": 30, "test": 30}, seed=0, ks=[1, 8])
     held = [e.prompt for split in per_k.values() for examples in split.values() for e in examples]
     assert not set(held) & {e.prompt for e in train}
     for split in per_k.values():  # validation and test share none (a split itself may repeat one at K = 1)
