@@ -118,6 +118,10 @@ def sweep_k(k, model, tokenizer, split, reward_models, preset, seeds, compile, o
     budget, every = preset["updates"][k], preset["eval_every"][k]
     steps = {name: thresholds([progress[f"ppo/{name}/lambda{methods[name]['lambda']}/{s}"]["curve"] for s in seeds],
                               sft["validation"][facts.PRIMARY], budget, every) for name in t2g.METHODS}
+    for name in t2g.METHODS:  # where each run ended: a policy that games its reward grows long and far from SFT
+        last = [progress[f"ppo/{name}/lambda{methods[name]['lambda']}/{s}"]["history"][-1] for s in seeds]
+        methods[name]["final_length"] = sum(h["length"] for h in last) / len(last)
+        methods[name]["final_kl"] = sum(h["kl_ref"] for h in last) / len(last)
     ratios = {str(q): {f"{a} / {b}": ratio(steps[a][str(q)]["per_seed"], steps[b][str(q)]["per_seed"])
                        for a, b in RATIOS} for q in THRESHOLDS}
     return {"k": k, "updates": budget, "eval_every": every, "sft": sft, "methods": methods, "lambda_grid": grid,
@@ -226,15 +230,17 @@ def run(args):
 
 def print_sweep(results):
     """The sweep's table: per K and method, test sites right and updates to each threshold."""
-    print(f"\nK sweep (facts task): test {facts.PRIMARY} (mean over {len(results['seeds'])} seeds) and validation "
-          f"updates to close 50% / 90% of the gap from SFT to 1 (mean; * some seeds never got there)")
+    print(f"\nK sweep (facts task): test {facts.PRIMARY} (mean over {len(results['seeds'])} seeds); validation "
+          f"updates to close 50% / 90% of the gap from SFT to 1 (mean; * some seeds never got there); the sampled "
+          f"responses' length and KL to the SFT policy at the last update (mean)")
     for k, r in results["per_k"].items():
         print(f"  K={k}  SFT {r['sft']['test'][facts.PRIMARY]:.3f}  budget {r['updates']} updates")
         for name in t2g.METHODS:
             m, steps = r["methods"][name], r["thresholds"][name]
             cells = "  ".join(f"{sum(s['per_seed']) / len(s['per_seed']):5.1f}{'*' if s['censored'] else ' '}"
                               for s in steps.values())
-            print(f"    {name:15s} lambda {m['lambda']:<4}  test {m['score']:.3f} ± {m['ci95']:.3f}  updates {cells}")
+            print(f"    {name:15s} lambda {m['lambda']:<4}  test {m['score']:.3f} ± {m['ci95']:.3f}  updates {cells}  "
+                  f"last update: length {m['final_length']:4.1f} tokens, KL {m['final_kl']:5.1f}")
         for q, pairs in r["ratios"].items():
             print(f"    ratio at {float(q):.0%}: " + "; ".join(
                 f"{key} {v['ratio']:.2f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]" for key, v in pairs.items()))
