@@ -20,6 +20,10 @@ scripts, fonts or network, so it opens offline in any browser. It shows, per tas
                    scalar PPO on the same response
     reward model   the confusion matrix of token labels, span F1, and the alignment statistics
 
+A K sweep's results.json (sweep.py) gets its own section: updates to close 50% and 90% of the gap
+against K (SVG), the ratios with their bootstrap intervals, test results, learning curves per K,
+and the setting's measured properties.
+
 All text that came from a model or a data file is escaped before it goes into the page.
 """
 import glob
@@ -352,18 +356,21 @@ def task_section(results):
         f'<h3 id="{task}-reward-model">The reward model</h3>', reward_model_section(results)])
 
 
-def thresholds_svg(per_k, q, width=640, height=300):
+def thresholds_svg(per_k, q, width=680, height=300):
     """Mean updates to close q of the gap from SFT to the ceiling against K (K on a log2 axis), one
-    line per method, each point with its 95% interval over seeds; <polyline class="threshold"> each."""
+    line per method, each point with its 95% interval over seeds; <polyline class="threshold"> each.
+    A stand-alone SVG (fonts and legend inside it), so the sweep also writes it to a file."""
     ks = sorted(per_k, key=int)
     names = [n for n in per_k[ks[0]]["thresholds"]]
     points = {n: [(k, *stats.mean_ci95(per_k[k]["thresholds"][n][q]["per_seed"])) for k in ks] for n in names}
     y1 = max(m + h for n in names for _, m, h in points[n]) * 1.08 or 1
-    left, right, top, bottom = 56, 16, 12, 40
+    left, right, top, bottom = 56, 230, 12, 40  # the legend sits on the right
     X = lambda k: left + (ks.index(k) + 0.5) / len(ks) * (width - left - right)
     Y = lambda v: top + (y1 - v) / y1 * (height - top - bottom)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+             f'font-family="system-ui, sans-serif" font-size="12" '
              f'aria-label="updates to close {float(q):.0%} of the gap against K">',
+             f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>'
              f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" fill="none" stroke="#ccc"/>']
     for j in range(5):
         v = y1 * j / 4
@@ -371,7 +378,9 @@ def thresholds_svg(per_k, q, width=640, height=300):
                      f'<text x="{left - 6}" y="{Y(v) + 4:.1f}" text-anchor="end">{v:.0f}</text>')
     for k in ks:
         parts.append(f'<text x="{X(k):.1f}" y="{height - bottom + 16}" text-anchor="middle">{k}</text>')
-    parts.append(f'<text x="{(left + width - right) / 2}" y="{height - 6}" text-anchor="middle">K, flaws per response</text>')
+    parts.append(f'<text x="{(left + width - right) / 2}" y="{height - 6}" text-anchor="middle">K, flaws per response</text>'
+                 f'<text x="14" y="{(top + height - bottom) / 2}" text-anchor="middle" '
+                 f'transform="rotate(-90 14 {(top + height - bottom) / 2})">PPO updates</text>')
     for offset, n in enumerate(names):
         colour, dx = COLOURS.get(n, "#000"), (offset - (len(names) - 1) / 2) * 5  # side by side, not on top
         p = [(X(k) + dx, m, h) for k, m, h in points[n]]
@@ -381,8 +390,11 @@ def thresholds_svg(per_k, q, width=640, height=300):
             parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{Y(max(0, m - h)):.1f}" y2="{Y(m + h):.1f}" stroke="{colour}"/>'
                          f'<circle cx="{x:.1f}" cy="{Y(m):.1f}" r="3" fill="{colour}"><title>{LABELS.get(n, escape(n))}, '
                          f'K={k}: {m:.1f} ± {h:.1f} updates</title></circle>')
+        y = top + 14 + 20 * offset
+        parts.append(f'<line x1="{width - right + 14}" x2="{width - right + 34}" y1="{y - 4}" y2="{y - 4}" stroke="{colour}" '
+                     f'stroke-width="2"/><text x="{width - right + 40}" y="{y}">{LABELS.get(n, escape(n))}</text>')
     parts.append("</svg>")
-    return "".join(parts) + f"<p>{legend(names)}</p>"
+    return "".join(parts)
 
 
 def sweep_section(results):

@@ -15,7 +15,8 @@ over sum-only feedback between sqrt(K) and K; this sweep measures it.
 
 Everything goes into --out: the main run's files for the shared stages (tokenizer.json, sft.pt,
 annotations_*.jsonl, reward_*.pt), one sub-folder k{K} per K with that K's PPO runs (its own
-progress.json, samples_{method}.jsonl, ppo_{method}.pt), and results.json and report.html.
+progress.json, samples_{method}.jsonl, ppo_{method}.pt), results.json, report.html and
+updates_to_90.svg (the updates each method needs to close 90% of the gap, against K).
 """
 import argparse
 import json
@@ -26,6 +27,7 @@ import time
 
 import torch
 
+import report
 import stats
 import text2grad as t2g
 from checkpoint import Diverged, Interrupted, atomic_save, on_sigint
@@ -223,6 +225,7 @@ def run(args):
         r["time_s"] for r in results["per_k"].values())
     atomic_save(json.dumps(results, indent=2), path("results.json"))
     t2g.write_report(args.out)
+    atomic_save(report.thresholds_svg(results["per_k"], "0.9"), path("updates_to_90.svg"))  # the README's figure
     print_sweep(results)
     print(f"[sweep] total {results['wall_time_s']:.0f}s -> {path('results.json')}, {path('report.html')}")
     return results

@@ -132,6 +132,8 @@ def test_the_sweep_end_to_end(tmp_path):
                 assert v["ci95"][0] <= v["ratio"] <= v["ci95"][1] and not math.isnan(v["ratio"])
     page = Page((out / "report.html").read_text(encoding="utf-8"))
     assert sorted(page.curves) == sorted(list(text2grad.METHODS) * 2)  # a learning-curve chart per K
+    figure = Page((out / "updates_to_90.svg").read_text(encoding="utf-8"))  # stand-alone, well formed
+    assert figure.tags.count("polyline") == len(text2grad.METHODS)
     # --resume with one more seed adds runs and keeps the finished ones
     text2grad.main(["sweep", "--preset", "tiny", "--ks", "1", "2", "--seeds", "3", "--out", str(out), "--resume"])
     again = json.loads((out / "results.json").read_text())
