@@ -406,7 +406,7 @@ def sweep_section(results):
     site_rows = [[escape(kind), num(sites["sampled"]["wrong"][kind], 2), num(sites["greedy"]["wrong"][kind], 2)]
                  for kind in sites["sampled"]["wrong"]]
     rm = [[k, num(results["reward_per_k"][k]["positive_f1"]), num(results["reward_per_k"][k]["negative_f1"])] for k in ks]
-    out = [f'<h2 id="sweep">The K sweep: several independent flaws per response</h2>',
+    out = ['<h2 id="sweep">The K sweep: several independent flaws per response</h2>',
            f'<p class="note">task facts, preset {escape(str(results.get("preset")))}, {len(results["seeds"])} seeds per '
            f'method and K, device {escape(str(results.get("device")))}</p>'
            "<p>K is the number of independent sites per response, each a one-word choice the SFT policy gets wrong "
