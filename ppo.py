@@ -433,12 +433,18 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
     return logged
 
 
+def point(update, measured):
+    """A learning curve's point: (update, metric) or, for a tuple of metrics, (update, *metrics)."""
+    return (update, *measured) if isinstance(measured, tuple) else (update, measured)
+
+
 def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, evaluate=None, eval_every=10,
           desc="ppo", snapshots=None):
     """config.updates PPO iterations on prompts drawn from `prompts` (token-id lists).
     reward_fn(indices, tokens, mask) -> scores (B, N) for the prompts at those indices.
     evaluate(gpt) -> validation metric, called before the first update, every eval_every updates
-    and after the last. Before the first update the value head is fitted to one SFT batch
+    and after the last; a tuple (validation metric, other metrics...) puts them all in the curve's
+    point: (update, validation, others...). Before the first update the value head is fitted to one SFT batch
     (warm_up_value; its batch is drawn like an update's). Returns (curve [(update, metric)],
     history [logged dict per update], warmup {explained variance before and after the warm-up}).
     snapshots (checkpoint.Snapshots): resume from its saved state if there is one (weights,
@@ -454,7 +460,7 @@ def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, 
     kl = KLController(config.beta, config.kl_target)
     state = snapshots.load()
     if state is None:
-        curve, history, start = ([(0, evaluate(model.gpt))] if evaluate else []), [], 0
+        curve, history, start = ([point(0, evaluate(model.gpt))] if evaluate else []), [], 0
         warmup = {}
         if config.value_warmup_steps:
             indices = rng.sample(range(len(prompts)), config.batch_size)
@@ -484,7 +490,7 @@ def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, 
             snapshots.diverged(str(error), update, desc)
         bar.set_postfix({k: f"{history[-1][k]:.3f}" for k in ("score", "kl_ref", "approx_kl")}, refresh=False)
         if evaluate and (update % eval_every == 0 or update == config.updates):
-            curve.append((update, evaluate(model.gpt)))
+            curve.append(point(update, evaluate(model.gpt)))
         snapshots.step_done(update, lambda: {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                                              "rng": rng.getstate(), "generator": generator.get_state(),
                                              "cpu_generator": cpu_generator.get_state(), "beta": kl.beta,

@@ -356,15 +356,16 @@ def task_section(results):
         f'<h3 id="{task}-reward-model">The reward model</h3>', reward_model_section(results)])
 
 
-def thresholds_svg(per_k, q, width=680, height=300):
+def thresholds_svg(per_k, q, width=700, height=300):
     """Mean updates to close q of the gap from SFT to the ceiling against K (K on a log2 axis), one
     line per method, each point with its 95% interval over seeds; <polyline class="threshold"> each.
     A stand-alone SVG (fonts and legend inside it), so the sweep also writes it to a file."""
     ks = sorted(per_k, key=int)
     names = [n for n in per_k[ks[0]]["thresholds"]]
     points = {n: [(k, *stats.mean_ci95(per_k[k]["thresholds"][n][q]["per_seed"])) for k in ks] for n in names}
-    y1 = max(m + h for n in names for _, m, h in points[n]) * 1.08 or 1
-    left, right, top, bottom = 56, 230, 12, 40  # the legend sits on the right
+    step = max(1, -(-max(m + h for n in names for _, m, h in points[n]) // 4))  # 4 whole-update grid steps
+    y1 = 4 * step
+    left, right, top, bottom = 56, 250, 12, 40  # the legend sits on the right
     X = lambda k: left + (ks.index(k) + 0.5) / len(ks) * (width - left - right)
     Y = lambda v: top + (y1 - v) / y1 * (height - top - bottom)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
@@ -372,10 +373,9 @@ def thresholds_svg(per_k, q, width=680, height=300):
              f'aria-label="updates to close {float(q):.0%} of the gap against K">',
              f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>'
              f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" fill="none" stroke="#ccc"/>']
-    for j in range(5):
-        v = y1 * j / 4
+    for v in range(0, y1 + 1, step):
         parts.append(f'<line x1="{left}" x2="{width - right}" y1="{Y(v):.1f}" y2="{Y(v):.1f}" stroke="#eee"/>'
-                     f'<text x="{left - 6}" y="{Y(v) + 4:.1f}" text-anchor="end">{v:.0f}</text>')
+                     f'<text x="{left - 6}" y="{Y(v) + 4:.1f}" text-anchor="end">{v}</text>')
     for k in ks:
         parts.append(f'<text x="{X(k):.1f}" y="{height - bottom + 16}" text-anchor="middle">{k}</text>')
     parts.append(f'<text x="{(left + width - right) / 2}" y="{height - 6}" text-anchor="middle">K, flaws per response</text>'
@@ -412,12 +412,15 @@ def sweep_section(results):
            "<p>K is the number of independent sites per response, each a one-word choice the SFT policy gets wrong "
            "by habit. Scalar rewards sum the K verdicts onto the last token; span rewards put each verdict on its "
            "own tokens. Below: how many PPO updates each method needs to close a share of the gap from the SFT "
-           "policy to every site right (validation, mean over seeds, 95% interval), against K.</p>"]
+           "policy to every site right (on the test curves, mean over seeds, 95% interval), against K.</p>"]
     for q in (str(t) for t in (0.5, 0.9)):
         out += [f"<h3>Updates to close {float(q):.0%} of the gap</h3>", thresholds_svg(per_k, q)]
-    out.append("<h3>Ratios of updates needed, with bootstrap intervals over seeds</h3>")
+    out.append("<h3>Ratios of updates needed</h3><p>Mean updates of the scalar method over mean updates of the span "
+               "method, seeds paired; in brackets the percentile bootstrap over seeds, then the delta-method t "
+               "interval (wider with 5 seeds).</p>")
     out.append(table(["K", "gap closed"] + [escape(key) for key in per_k[ks[0]]["ratios"]["0.9"]],
-                     [[k, f"{float(q):.0%}"] + [f'{v["ratio"]:.2f} [{v["ci95"][0]:.2f}, {v["ci95"][1]:.2f}]'
+                     [[k, f"{float(q):.0%}"] + [f'{v["ratio"]:.2f} [{v["ci95"][0]:.2f}, {v["ci95"][1]:.2f}]; '
+                                                f'[{v["ci95_t"][0]:.2f}, {v["ci95_t"][1]:.2f}]'
                                                 for v in per_k[k]["ratios"][q].values()]
                       for k in ks for q in per_k[k]["ratios"]]))
     out.append("<h3>Test results</h3>")

@@ -38,22 +38,24 @@ from reward import evaluate_reward_model
 from sft import evaluate, flaw_rates, respond, train_sft
 
 # Sizes. validation and test are per K; train mixes K. ppo: PPOConfig fields; updates: the PPO budget
-# per K (the same for every method at a K); choose_by "mean": lambda is chosen by the mean of the
-# validation curve, which rewards getting there sooner (the final score ties at the ceiling).
+# per K (the same for every method at a K); eval_every 1: the curves' points are every update, so a
+# threshold is located to the update. choose_by "mean": lambda is chosen by the mean of the first
+# seed's validation curve, which rewards getting there sooner (the final scores tie near the
+# ceiling). test_curve: each point also holds the test score, where the thresholds are read.
 PRESETS = {
     "default": dict(train=4000, validation=100, test=100, vocab_size=512, sft_steps=1500, batch_size=32,
                     lr=3e-3, model=dict(n_layer=2, n_head=4, n_embd=96, block_size=384),
                     samples_per_prompt=2, reward_steps=1200, reward_lr=2e-3,
                     ppo=dict(batch_size=32, minibatch_size=32, lr=2e-4, beta=0.1, length_limit=40),
-                    updates={1: 12, 2: 16, 4: 20, 8: 24}, eval_every={1: 1, 2: 1, 4: 1, 8: 1},
-                    lambdas=(0.5, 0.95), choose_by="mean"),
+                    updates={1: 12, 2: 16, 4: 20, 8: 24}, eval_every=1, lambdas=(0.5, 0.95), choose_by="mean",
+                    test_curve=True),
     # the test suite's run: every stage in seconds; its numbers mean nothing
     "tiny": dict(train=64, validation=8, test=8, vocab_size=512, sft_steps=10, batch_size=16,
                  lr=3e-3, model=dict(n_layer=1, n_head=2, n_embd=32, block_size=384),
                  samples_per_prompt=1, reward_steps=4, reward_lr=2e-3,
                  ppo=dict(batch_size=8, minibatch_size=8, lr=3e-5, length_limit=40),
-                 updates={1: 2, 2: 2, 4: 2, 8: 2}, eval_every={1: 1, 2: 1, 4: 1, 8: 1}, lambdas=(0.5, 0.95),
-                 choose_by="mean"),
+                 updates={1: 2, 2: 2, 4: 2, 8: 2}, eval_every=1, lambdas=(0.5, 0.95), choose_by="mean",
+                 test_curve=True),
 }
 REWARD_MODELS = ("cot", "scalar")  # the ones the four methods read (the no-critique model is not in the sweep)
 RATIOS = [("ppo_scalar", "text2grad"), ("oracle_scalar", "oracle")]  # updates(a) / updates(b): a > 1 favours b
@@ -81,10 +83,10 @@ def updates_to(curve, level):
 
 
 def thresholds(curves, start, budget, eval_every):
-    """Per threshold q: the updates each seed's curve needs to close q of the gap from start (the SFT
-    policy's validation score) to the ceiling 1. A curve that never gets there counts as
-    budget + eval_every, the next point it could have been seen at (so a ratio with such a run in its
-    numerator is a lower bound); "censored" counts them."""
+    """Per threshold q: the updates each seed's curve [(update, score)] needs to close q of the gap
+    from start (the SFT policy's score) to the ceiling 1. A curve that never gets there counts as
+    budget + eval_every, the next point it could have been seen at (so a ratio with such a run in
+    its numerator is a lower bound); "censored" counts them."""
     out = {}
     for q in THRESHOLDS:
         level = start + q * (1 - start)
@@ -95,13 +97,32 @@ def thresholds(curves, start, budget, eval_every):
 
 
 def ratio(a, b, seed=0):
-    """mean(a) / mean(b) over paired seeds, with a percentile bootstrap interval over seeds."""
+    """r = mean(a) / mean(b) over paired seeds, with two 95% intervals:
+      ci95    the percentile bootstrap over seeds (few seeds make it narrow: 5 seeds have 126
+              distinct resamples);
+      ci95_t  the delta method with Student t: the per-seed terms d_s = (a_s - r b_s) / mean(b) have
+              mean 0, and r +- t_{n-1} sd(d) / sqrt(n) (stats.mean_ci95 of d).
+    The verdicts read the wider of the two."""
+    n = len(a)
     stat = lambda idx: sum(a[i] for i in idx) / max(1e-9, sum(b[i] for i in idx))
-    low, high = stats.bootstrap_ci95(len(a), stat, seed=seed)
-    return {"ratio": stat(range(len(a))), "ci95": [low, high], "per_seed": [x / max(1e-9, y) for x, y in zip(a, b)]}
+    r, mean_b = stat(range(n)), sum(b) / n
+    _, half = stats.mean_ci95([(x - r * y) / mean_b for x, y in zip(a, b)])
+    return {"ratio": r, "ci95": list(stats.bootstrap_ci95(n, stat, seed=seed)), "ci95_t": [r - half, r + half],
+            "per_seed": [x / max(1e-9, y) for x, y in zip(a, b)]}
 
 
-def sweep_k(k, model, tokenizer, split, reward_models, preset, seeds, compile, out, args):
+def growth(a, b, a1, b1, seed=0):
+    """How much a ratio grew from K = 1: (mean(a) / mean(b)) / (mean(a1) / mean(b1)), seed s of K
+    paired with seed s of K = 1, with a percentile bootstrap over seeds. With one site per response
+    the two rewards carry the same information, so the K = 1 ratio is what placement gives without
+    any credit to assign across sites."""
+    def stat(idx):
+        mean = lambda xs: sum(xs[i] for i in idx) / len(idx)
+        return (mean(a) / max(1e-9, mean(b))) / max(1e-9, mean(a1) / max(1e-9, mean(b1)))
+    return {"growth": stat(range(len(a))), "ci95": list(stats.bootstrap_ci95(len(a), stat, seed=seed))}
+
+
+def sweep_k(k, model, tokenizer, splits, reward_models, preset, seeds, compile, out, args):
     """The four methods at one K, in out/k{K} (its own progress.json); returns that K's results."""
     folder = os.path.join(out, f"k{k}")
     os.makedirs(folder, exist_ok=True)
@@ -109,17 +130,21 @@ def sweep_k(k, model, tokenizer, split, reward_models, preset, seeds, compile, o
                             args.checkpoint_every)
     start = time.time()
     if "evaluate" not in progress:
-        validation, _ = evaluate(facts, model, tokenizer, split["validation"])
-        test, samples = evaluate(facts, model, tokenizer, split["test"])
+        validation, _ = evaluate(facts, model, tokenizer, splits["validation"])
+        test, samples = evaluate(facts, model, tokenizer, splits["test"])
         atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(folder, "samples.jsonl"))
         progress.finish("evaluate", {"validation": validation, "test": test}, start)
     sft = progress["evaluate"]
-    k_preset = {**preset, "ppo": {**preset["ppo"], "updates": preset["updates"][k]}, "eval_every": preset["eval_every"][k]}
-    methods, _, grid = t2g.ppo_stage(facts, model, tokenizer, split, reward_models, sft, k_preset, seeds,
+    k_preset = {**preset, "ppo": {**preset["ppo"], "updates": preset["updates"][k]}}
+    methods, _, grid = t2g.ppo_stage(facts, model, tokenizer, splits, reward_models, sft, k_preset, seeds,
                                      compile, folder, progress)
-    budget, every = preset["updates"][k], preset["eval_every"][k]
-    steps = {name: thresholds([progress[f"ppo/{name}/lambda{methods[name]['lambda']}/{s}"]["curve"] for s in seeds],
-                              sft["validation"][facts.PRIMARY], budget, every) for name in t2g.METHODS}
+    budget, every, steps = preset["updates"][k], preset["eval_every"], {}
+    for name in t2g.METHODS:
+        # the test curve of each seed's run at the chosen lambda: point (update, validation, test)
+        curves = [[(p[0], p[2]) for p in progress[f"ppo/{name}/lambda{methods[name]['lambda']}/{s}"]["curve"]]
+                  for s in seeds]
+        steps[name] = thresholds(curves, sft["test"][facts.PRIMARY], budget, every)
+        methods[name]["test_curve"] = [[u, sum(c[j][1] for c in curves) / len(curves)] for j, (u, _) in enumerate(curves[0])]
     for name in t2g.METHODS:  # where each run ended: a policy that games its reward grows long and far from SFT
         last = [progress[f"ppo/{name}/lambda{methods[name]['lambda']}/{s}"]["history"][-1] for s in seeds]
         methods[name]["final_length"] = sum(h["length"] for h in last) / len(last)
@@ -221,6 +246,11 @@ def run(args):
                                                                  **per_k[k]}, reward_models, preset, seeds,
                                            compile, args.out, args)
     results["seeds"] = seeds
+    if 1 in args.ks:  # each ratio against its K = 1 value: the part that grows with the sites to tell apart
+        steps = lambda k, name, q: results["per_k"][str(k)]["thresholds"][name][str(q)]["per_seed"]
+        results["growth"] = {str(k): {str(q): {f"{a} / {b}": growth(steps(k, a, q), steps(k, b, q), steps(1, a, q),
+                                                                    steps(1, b, q)) for a, b in RATIOS}
+                                      for q in THRESHOLDS} for k in args.ks if k != 1}
     results["wall_time_s"] = sum(progress.time(s) for s in progress.done) + sum(
         r["time_s"] for r in results["per_k"].values())
     atomic_save(json.dumps(results, indent=2), path("results.json"))
@@ -232,10 +262,10 @@ def run(args):
 
 
 def print_sweep(results):
-    """The sweep's table: per K and method, test sites right and updates to each threshold."""
-    print(f"\nK sweep (facts task): test {facts.PRIMARY} (mean over {len(results['seeds'])} seeds); validation "
-          f"updates to close 50% / 90% of the gap from SFT to 1 (mean; * some seeds never got there); the sampled "
-          f"responses' length and KL to the SFT policy at the last update (mean)")
+    """The sweep's table: per K and method, test sites right, updates to each threshold, the ratios."""
+    print(f"\nK sweep (facts task): test {facts.PRIMARY} after the budget (mean over {len(results['seeds'])} seeds); "
+          f"updates to close 50% / 90% of the gap from SFT to 1 on the test curves (mean; * some seeds never got "
+          f"there); the sampled responses' length and KL to the SFT policy at the last update (mean)")
     for k, r in results["per_k"].items():
         print(f"  K={k}  SFT {r['sft']['test'][facts.PRIMARY]:.3f}  budget {r['updates']} updates")
         for name in t2g.METHODS:
@@ -246,14 +276,18 @@ def print_sweep(results):
                   f"last update: length {m['final_length']:4.1f} tokens, KL {m['final_kl']:5.1f}")
         for q, pairs in r["ratios"].items():
             print(f"    ratio at {float(q):.0%}: " + "; ".join(
-                f"{key} {v['ratio']:.2f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]" for key, v in pairs.items()))
+                f"{key} {v['ratio']:.2f} [bootstrap {v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}; t {v['ci95_t'][0]:.2f}, "
+                f"{v['ci95_t'][1]:.2f}]" for key, v in pairs.items()))
+    for k, per_q in results.get("growth", {}).items():
+        print(f"  K={k} over K=1, at 90%: " + "; ".join(
+            f"{key} {v['growth']:.2f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]" for key, v in per_q["0.9"].items()))
 
 
 def main(argv):
     parser = argparse.ArgumentParser(prog="text2grad.py sweep", description=(
         "The K sweep: K is the number of independent flaws per response (data/facts.py). For each K, "
         "scalar PPO, Text2Grad, the critic's rewards summed on the last token and the critic's spans, from one "
-        "SFT policy and one set of reward models; how many PPO updates each needs to close 50%% and 90%% of the "
+        "SFT policy and one set of reward models; how many PPO updates each needs to close 50% and 90% of the "
         "gap to every site right, and the ratios with bootstrap intervals over seeds."))
     parser.add_argument("--ks", type=int, nargs="+", default=list(facts.KS), metavar="K",
                         help=f"values of K, the number of flaws per response, each one of {list(facts.KS)} "

@@ -352,7 +352,9 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
          lambda whose final validation score is highest (the first of equals, in grid order), or,
          with preset["choose_by"] "mean", whose validation curve has the highest mean (sooner is better);
       2. the other seeds at that lambda; the first seed's run at it is reused, not run again;
-      3. test: the chosen runs, and only those, are evaluated on the test split.
+      3. test: the chosen runs, and only those, are evaluated on the test split (with
+         preset["test_curve"], every curve point also holds the test score: read by the K sweep,
+         never by a choice).
     --resume with more --seeds adds the new seeds' runs to a finished run.
     Returns (methods, history, grid): methods[name] = {lambda, score, ci95, scores, curve, curve_ci95,
     test, explained_variance, warmup, time_s}, with "sft" (from sft_results) as the starting point;
@@ -365,7 +367,10 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
     device = next(policy.parameters()).device
 
     def validation_score(gpt):
-        return primary_score(task, gpt, tokenizer, validation)
+        """The curve's point: validation, and with preset["test_curve"] the test score beside it (the
+        K sweep reads its thresholds there; nothing is chosen by it)."""
+        score = primary_score(task, gpt, tokenizer, validation)
+        return (score, primary_score(task, gpt, tokenizer, splits["test"], "test")) if preset.get("test_curve") else score
 
     def run_once(name, lam, seed):
         """One PPO run; its policy waits in ppo_{name}_lambda{lam}_seed{seed}.pt for the test stage."""
@@ -392,13 +397,10 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         for lam in preset["lambdas"]:
             run_once(name, lam, seeds[0])
         curves = [progress[f"ppo/{name}/lambda{lam}/{seeds[0]}"]["curve"] for lam in preset["lambdas"]]
-        if preset.get("choose_by", "final") == "mean":
-            finals = [sum(score for _, score in curve) / len(curve) for curve in curves]
-        else:
-            finals = [curve[-1][1] for curve in curves]
+        scores = [choice_score(curve, preset.get("choose_by", "final")) for curve in curves]
         # under torchrun every rank averages the same numbers, so every rank makes the same choice
-        finals = parallel.all_mean(torch.tensor(finals, dtype=torch.float64, device=device)).tolist()
-        grid[name] = dict(zip(preset["lambdas"], finals))
+        scores = parallel.all_mean(torch.tensor(scores, dtype=torch.float64, device=device)).tolist()
+        grid[name] = dict(zip(preset["lambdas"], scores))
         lam = max(preset["lambdas"], key=lambda candidate: grid[name][candidate])
         for seed in seeds[1:]:
             run_once(name, lam, seed)
@@ -420,7 +422,7 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         tests = [progress[f"test/{name}/{seed}"] for seed in seeds]
         scores = [test[task.PRIMARY] for test in tests]
         score, ci95 = stats.mean_ci95(scores)
-        points = [[u, stats.mean_ci95([run["curve"][k][1] for run in runs])] for k, (u, _) in enumerate(runs[0]["curve"])]
+        points = [[u, stats.mean_ci95([run["curve"][k][1] for run in runs])] for k, (u, *_) in enumerate(runs[0]["curve"])]
         time_s = sum(progress.time(f"ppo/{name}/lambda{lam}/{seed}") + progress.time(f"test/{name}/{seed}") for seed in seeds)
         methods[name] = {"lambda": lam, "score": score, "ci95": ci95, "scores": scores,
                          "curve": [[u, m] for u, (m, _) in points], "curve_ci95": [[u, h] for u, (_, h) in points],
@@ -430,6 +432,14 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         print(f"[{task.NAME}] {name:17s} lambda {lam:<4} test {task.PRIMARY} {score:.3f} ± {ci95:.3f} over "
               f"{len(seeds)} seed(s), {time_s:.0f}s")
     return methods, history, grid
+
+
+def choice_score(curve, choose_by):
+    """What a lambda is chosen by, from its validation curve [(update, score, ...)]: the final score
+    ("final") or the mean over the curve's points ("mean", which rewards getting there sooner)."""
+    if choose_by == "mean":
+        return sum(p[1] for p in curve) / len(curve)
+    return curve[-1][1]
 
 
 def updates_to_match(curve, level):

@@ -24,7 +24,8 @@ tried first, two values per sentence and a habit of copying the wrong one, was d
 model could not learn which of the two was meant (span F1 0.72-0.85 at K = 8).
 
 Flaws in the demonstrations: each site carries its habit with probability HABIT_RATE, independently,
-so most greedy SFT responses repeat every habit and sampled ones get each site wrong about that often.
+so the SFT policy's sampled responses get each site wrong about that often, and its greedy ones
+keep the default at most sites.
 
 The critic judges every site: the value is a good span where it is right, a poor span where it is
 wrong. A clause for a fact the prompt does not hold (or a repeated one) is a poor span, and a
@@ -66,6 +67,8 @@ def restate(sites):
 
 def make_examples(n, seed, k=None):
     """n order notes with k sites each (k None: drawn from KS per example)."""
+    if k is not None and not 1 <= k <= len(KINDS):
+        raise ValueError(f"k must be between 1 and {len(KINDS)}, the number of kinds of fact; got {k}")
     rng = random.Random(seed)
     examples = []
     for _ in range(n):
@@ -142,8 +145,9 @@ def critique(example, response):
 
 def site_statistics(examples, responses):
     """How the sites of responses (one per example) go wrong: {"wrong": {kind: share of that kind's
-    sites not right}, "correlation": mean and largest |phi| between two kinds' wrong-indicators over
-    the responses that hold both (0: independent; pairs seen fewer than 20 times are left out)}."""
+    sites not right}, "correlation": the mean phi and the largest |phi| between two kinds'
+    wrong-indicators over the responses that hold both (0: independent; pairs seen fewer than 20
+    times, or where a kind is always or never wrong, are left out)}."""
     verdicts = [judge(e, r) for e, r in zip(examples, responses)]
     wrong = {kind: [v[kind] is not True for v in verdicts if kind in v] for kind in KINDS}
     phis = []

@@ -36,6 +36,12 @@ def test_a_generated_example_reads_as_the_docstring_says():
         assert shown[kind] == (default if kind in e.flaws else right)
 
 
+def test_k_outside_the_kinds_is_refused():
+    for k in (0, 9):
+        with pytest.raises(ValueError, match="between 1 and 8"):
+            facts.make_examples(1, seed=0, k=k)
+
+
 def test_the_generator_is_seeded_and_k_is_drawn_from_ks():
     a, b = facts.make_examples(50, seed=7), facts.make_examples(50, seed=7)
     assert [e.prompt for e in a] == [e.prompt for e in b]
@@ -85,8 +91,16 @@ def test_site_statistics_by_hand():
     assert stats["wrong"] == {"name": 0.5, "day": 0.5, "speed": 0.0}
     assert stats["correlation"]["pairs"] == 0  # no pair seen 20 times
     many = facts.site_statistics(examples * 5, responses * 5)["correlation"]
-    # name and day wrong together: (1,0), (0,1), (1,1), (0,0) -> phi 0; speed never varies (left out)
+    # name and day wrong together: (1,0), (0,1), (1,1), (0,0) -> phi 0; the pairs with speed are
+    # seen 10 times only (left out)
     assert many["pairs"] == 1 and many["mean"] == pytest.approx(0.0)
+    # name and day: 3 (wrong, wrong), 1 (wrong, right), 1 (right, wrong), 3 (right, right), x5:
+    # phi = (3*3 - 1*1) / sqrt(4*4*4*4) = 0.5; speed is never wrong (left out)
+    rows = [("Omar", "monday")] * 3 + [("Omar", "friday"), ("Maya", "monday")] + [("Maya", "friday")] * 3
+    responses = [f"name {n}; day {d}; speed express." for n, d in rows] * 5
+    stats = facts.site_statistics([MAYA] * len(responses), responses)
+    assert stats["correlation"] == {"mean": pytest.approx(0.5), "max_abs": pytest.approx(0.5), "pairs": 1}
+    assert stats["wrong"] == {"name": 0.5, "day": 0.5, "speed": 0.0}
 
 
 def test_updates_to_threshold_by_hand():
@@ -99,11 +113,31 @@ def test_updates_to_threshold_by_hand():
     assert out["0.9"]["per_seed"] == [6, 8] and out["0.9"]["censored"] == 1
 
 
-def test_ratio_of_mean_updates_with_a_bootstrap_interval():
+def test_ratio_of_mean_updates_with_its_intervals():
     r = sweep.ratio([8, 8, 8], [4, 4, 4])
-    assert r["ratio"] == 2 and r["ci95"] == [2, 2] and r["per_seed"] == [2, 2, 2]
+    assert r["ratio"] == 2 and r["ci95"] == [2, 2] and r["ci95_t"] == [2, 2] and r["per_seed"] == [2, 2, 2]
     r = sweep.ratio([4, 12], [4, 4])  # resamples of two seeds: (4+4)/8, (4+12)/8, (12+12)/8
-    assert r["ratio"] == 2 and r["ci95"][0] == 1 and r["ci95"][1] == 3
+    assert r["ratio"] == 2 and r["ci95"] == [1, 3]
+    # delta method: d = (4 - 2*4)/4, (12 - 2*4)/4 = -1, 1; sd sqrt(2); half-width t_1 * sqrt(2)/sqrt(2)
+    assert r["ci95_t"] == pytest.approx([2 - 12.706, 2 + 12.706])
+    # paired: seed by seed a = 2b, so every resample of seeds gives 2 (unpaired resampling would not)
+    r = sweep.ratio([2, 6], [1, 3])
+    assert r["ci95"] == [2, 2] and r["ci95_t"] == pytest.approx([2, 2])
+
+
+def test_growth_of_a_ratio_from_k_1():
+    g = sweep.growth([8, 8], [4, 4], [4, 4], [4, 4])  # 2 at K, 1 at K = 1
+    assert g["growth"] == 2 and g["ci95"] == [2, 2]
+    g = sweep.growth([6, 6], [2, 2], [3, 1], [2, 2])  # 3 at K; at K = 1 resamples give 1.5, 1, 0.5
+    assert g["growth"] == pytest.approx(3.0) and g["ci95"] == pytest.approx([2.0, 6.0])
+
+
+def test_lambda_is_chosen_by_the_final_score_or_the_curve_mean():
+    sooner, later = [(0, 0.2), (1, 0.9), (2, 0.9)], [(0, 0.2), (1, 0.5), (2, 0.95)]
+    assert text2grad.choice_score(sooner, "final") == 0.9 and text2grad.choice_score(later, "final") == 0.95
+    assert text2grad.choice_score(sooner, "mean") == pytest.approx(2.0 / 3)
+    assert text2grad.choice_score(later, "mean") == pytest.approx(1.65 / 3)
+    assert text2grad.choice_score([(0, 0.2, 0.1), (1, 0.6, 0.0)], "mean") == pytest.approx(0.4)  # a test score beside
 
 
 def test_sweep_splits_share_no_prompt_and_hold_one_k_each():
@@ -130,6 +164,9 @@ def test_the_sweep_end_to_end(tmp_path):
         for pairs in r["ratios"].values():
             for v in pairs.values():
                 assert v["ci95"][0] <= v["ratio"] <= v["ci95"][1] and not math.isnan(v["ratio"])
+        for name in text2grad.METHODS:  # the thresholds read the mean test curve's seeds
+            assert [u for u, _ in r["methods"][name]["test_curve"]] == [u for u, _ in r["methods"][name]["curve"]]
+    assert set(results["growth"]) == {"2"}
     page = Page((out / "report.html").read_text(encoding="utf-8"))
     assert sorted(page.curves) == sorted(list(text2grad.METHODS) * 2)  # a learning-curve chart per K
     figure = Page((out / "updates_to_90.svg").read_text(encoding="utf-8"))  # stand-alone, well formed
