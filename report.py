@@ -28,6 +28,7 @@ All text that came from a model or a data file is escaped before it goes into th
 """
 import glob
 import json
+import math
 import os
 from html import escape
 
@@ -363,7 +364,7 @@ def thresholds_svg(per_k, q, width=700, height=300):
     ks = sorted(per_k, key=int)
     names = [n for n in per_k[ks[0]]["thresholds"]]
     points = {n: [(k, *stats.mean_ci95(per_k[k]["thresholds"][n][q]["per_seed"])) for k in ks] for n in names}
-    step = max(1, -(-max(m + h for n in names for _, m, h in points[n]) // 4))  # 4 whole-update grid steps
+    step = max(1, math.ceil(max(m + h for n in names for _, m, h in points[n]) / 4))  # 4 whole-update grid steps
     y1 = 4 * step
     left, right, top, bottom = 56, 250, 12, 40  # the legend sits on the right
     X = lambda k: left + (ks.index(k) + 0.5) / len(ks) * (width - left - right)

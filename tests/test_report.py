@@ -1,6 +1,7 @@
 """report.html: well-formed, one curve per method and task, tokens that add back up to the
 responses, model text escaped; and `text2grad.py report` rebuilding it without training."""
 import json
+import re
 import os
 from html.parser import HTMLParser
 
@@ -146,3 +147,20 @@ def test_paired_differences_are_shown_only_with_two_seeds_or_more():
     results["paired"]["text2grad - ppo_scalar"] = {"mean": 0.25, "ci95": 0.5, "per_seed": [0.0, 0.5], "verdict": "tie"}
     two = report.paired_table(results)
     assert "need two seeds" not in two and "0.250" in two and "+0.000 +0.500" in two
+
+
+def test_thresholds_chart_places_points_by_hand():
+    # two K, one method; updates to 90% per seed: K=1 [6, 6] (mean 6, no spread), K=8 [2, 4] (mean 3,
+    # t interval 12.706 * sd sqrt(2) / sqrt(2) = 12.706); the largest top is 15.706, so the grid
+    # steps by ceil(15.706 / 4) = 4 updates up to 16
+    per_k = {"1": {"thresholds": {"oracle": {"0.9": {"per_seed": [6, 6]}}}},
+             "8": {"thresholds": {"oracle": {"0.9": {"per_seed": [2, 4]}}}}}
+    svg = report.thresholds_svg(per_k, "0.9", width=700, height=300)
+    page = Page(svg)
+    assert page.tags.count("polyline") == 1
+    ticks = re.findall(r'text-anchor="end">(\d+)</text>', svg)
+    assert ticks == ["0", "4", "8", "12", "16"]
+    # the plot spans y = 12 (16 updates) to y = 260 (0): y(m) = 12 + (16 - m) / 16 * 248
+    # x: two K in a plot from 56 to 450, at its quarter and three quarters
+    circles = re.findall(r'<circle cx="([\d.]+)" cy="([\d.]+)"', svg)
+    assert [(float(x), float(y)) for x, y in circles] == [(154.5, 12 + 10 / 16 * 248), (351.5, 12 + 13 / 16 * 248)]
