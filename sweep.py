@@ -21,7 +21,6 @@ updates_to_90.svg (the updates each method needs to close 90% of the gap, agains
 import argparse
 import json
 import os
-import signal
 import sys
 import time
 
@@ -30,12 +29,10 @@ import torch
 import report
 import stats
 import text2grad as t2g
-from checkpoint import Diverged, Interrupted, atomic_save, on_sigint
+from checkpoint import Diverged, Interrupted, atomic_save
 from data import facts
-from data.tokenizer import Tokenizer, training_texts
-from model import GPT, GPTConfig
 from reward import evaluate_reward_model
-from sft import evaluate, flaw_rates, respond, train_sft
+from sft import evaluate, respond
 
 # Sizes. validation and test are per K; train mixes K. ppo: PPOConfig fields; updates: the PPO budget
 # per K (the same for every method at a K); eval_every 1: the curves' points are every update, so a
@@ -174,27 +171,9 @@ def run(args):
                "ks": args.ks, "habit_rate": facts.HABIT_RATE,
                "sizes": {"train": len(train), **{str(k): {s: len(v) for s, v in split.items()} for k, split in per_k.items()}}}
 
-    start = time.time()
-    if "data" not in progress:
-        tokenizer = Tokenizer.train(training_texts(facts, train), preset["vocab_size"])
-        atomic_save(tokenizer.to_json(), path("tokenizer.json"))
-        progress.finish("data", {"demonstration_flaw_rates": flaw_rates(train)}, start)
-    with open(path("tokenizer.json"), encoding="utf-8") as f:
-        tokenizer = Tokenizer.from_json(f.read())
+    tokenizer = t2g.tokenizer_stage(facts, train, preset["vocab_size"], args.out, progress)
     results.update(progress["data"])
-
-    start = time.time()
-    config = GPTConfig(vocab_size=tokenizer.vocab_size, **preset["model"])
-    if "sft" not in progress:
-        torch.manual_seed(args.seed)
-        model = GPT(config).to(device)
-        snapshots = progress.snapshots("sft")
-        losses = train_sft(model, tokenizer, train, preset["sft_steps"], preset["batch_size"], preset["lr"],
-                           device, args.seed, snapshots)
-        t2g.save_checkpoint(path("sft.pt"), model, tokenizer, preset["sft_steps"])
-        snapshots.clear()
-        progress.finish("sft", {"sft_final_loss": sum(losses[-50:]) / len(losses[-50:])}, start)
-    model = t2g.load_checkpoint(path("sft.pt"), device, tokenizer, config)[0]
+    model = t2g.sft_stage(facts, train, tokenizer, preset, device, args.seed, args.out, progress)
     results.update(progress["sft"])
 
     # How the SFT policy's sites go wrong, sampled (what PPO starts from) and greedy (what the metric reads)
@@ -221,7 +200,7 @@ def run(args):
         records = t2g.read_annotations(args.out, check=None)
     encoded = {}
     for split in records:
-        records[split], encoded[split], alignment = t2g.encode_records(tokenizer, records[split], config.block_size)
+        records[split], encoded[split], alignment = t2g.encode_records(tokenizer, records[split], model.config.block_size)
         t2g.check_skipped(alignment, path(f"annotations_{split}.jsonl"))
     results["reward_model"], reward_models = t2g.reward_stage(model, tokenizer, records, encoded, preset, device,
                                                               args.seed, args.out, progress, REWARD_MODELS)
@@ -292,26 +271,16 @@ def main(argv):
     parser.add_argument("--ks", type=int, nargs="+", default=list(facts.KS), metavar="K",
                         help=f"values of K, the number of flaws per response, each one of {list(facts.KS)} "
                              f"(default: all)")
-    parser.add_argument("--seeds", type=int, default=5, help="PPO seeds per method and K (default 5)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, default=5, help="PPO seeds per method and K (default 5; --resume "
+                        "with more seeds adds runs)")
     parser.add_argument("--preset", default="default", choices=sorted(PRESETS), help="run size")
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
-    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                        help="torch.compile the PPO loss path (default: on for CUDA, off for CPU)")
     parser.add_argument("--out", default="runs/sweep", help="output directory (default runs/sweep)")
-    parser.add_argument("--resume", action="store_true", help="continue the sweep in --out: finished stages and "
-                        "runs are loaded; --resume with more --seeds adds runs")
-    parser.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
-                        help="how often a training loop saves its snapshot for --resume (default 60)")
+    t2g.add_run_flags(parser)
     args = parser.parse_args(argv)
-    if args.seeds < 1:
-        t2g.fail("--seeds must be at least 1")
     if any(k not in facts.KS for k in args.ks):
         t2g.fail(f"--ks: each K must be one of {list(facts.KS)} (the training split mixes those)")
     args.ks = sorted(set(args.ks))
-    if args.resume and not os.path.isdir(args.out):
-        t2g.fail(f"--resume: {args.out} does not exist, so there is nothing to resume; run without --resume")
-    signal.signal(signal.SIGINT, on_sigint)
+    t2g.check_run_flags(args)
     try:
         return run(args)
     except OSError as error:

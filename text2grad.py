@@ -206,6 +206,46 @@ class Progress:
 
 
 # ---------------------------------------------------------------------------------------------
+# The first stages: the tokenizer and the SFT policy
+
+def tokenizer_stage(task, train, vocab_size, out, progress):
+    """The data stage: a tokenizer trained on the training split's text only, saved as
+    out/tokenizer.json, and what the demonstrations hold (flaw rates, their own metric); once
+    finished (--resume), the tokenizer is read back."""
+    start, path = time.time(), os.path.join(out, "tokenizer.json")
+    if "data" not in progress:
+        tokenizer = Tokenizer.train(training_texts(task, train), vocab_size)
+        atomic_save(tokenizer.to_json(), path)
+        progress.finish("data", {"demonstration_flaw_rates": flaw_rates(train), "demonstration_score": sum(
+            task.metrics(e, e.demonstration)[task.PRIMARY] for e in train) / len(train)}, start)
+        return tokenizer
+    try:
+        with open(path, encoding="utf-8") as f:
+            return Tokenizer.from_json(f.read())
+    except Exception as error:  # missing, or not a tokenizer file
+        fail(f"--resume: cannot read {path} ({type(error).__name__}); run without --resume")
+
+
+def sft_stage(task, train, tokenizer, preset, device, seed, out, progress):
+    """The SFT stage: a GPT of preset["model"] trained on the demonstrations, saved as out/sft.pt
+    (or, once finished, loaded from it). Returns the policy."""
+    start, path = time.time(), os.path.join(out, "sft.pt")
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, **preset["model"])
+    if "sft" not in progress:
+        torch.manual_seed(seed)
+        model = GPT(config).to(device)
+        print(f"[{task.NAME}] policy: {model.num_params() / 1e6:.2f}M parameters, {len(train)} demonstrations "
+              f"({progress['data']['demonstration_flaw_rates']['any']:.0%} flawed), device {device}")
+        snapshots = progress.snapshots("sft")
+        losses = train_sft(model, tokenizer, train, preset["sft_steps"], preset["batch_size"], preset["lr"], device,
+                           seed, snapshots)
+        save_checkpoint(path, model, tokenizer, preset["sft_steps"])
+        snapshots.clear()
+        progress.finish("sft", {"sft_final_loss": sum(losses[-50:]) / len(losses[-50:])}, start)
+    return load_checkpoint(path, device, tokenizer, config)[0]
+
+
+# ---------------------------------------------------------------------------------------------
 # Annotation and reward models
 
 def annotate_stage(task, policy, tokenizer, splits, samples_per_prompt, seed, out):
@@ -486,36 +526,10 @@ def run(args):
     results = {"task": task.NAME, "preset": args.preset, "seed": args.seed, "device": device}
     path = lambda name: os.path.join(args.out, name)
 
-    start = time.time()
     splits = make_splits(task, {s: preset[s] for s in SPLITS}, seed=args.seed)  # the same for the same seed
-    if "data" not in progress:
-        tokenizer = Tokenizer.train(training_texts(task, splits["train"]), preset["vocab_size"])
-        atomic_save(tokenizer.to_json(), path("tokenizer.json"))
-        progress.finish("data", {"demonstration_flaw_rates": flaw_rates(splits["train"]),
-                                 "demonstration_score": sum(task.metrics(e, e.demonstration)[task.PRIMARY]
-                                                            for e in splits["train"]) / len(splits["train"])}, start)
-    else:
-        try:
-            with open(path("tokenizer.json"), encoding="utf-8") as f:
-                tokenizer = Tokenizer.from_json(f.read())
-        except Exception as error:  # missing, or not a tokenizer file
-            fail(f"--resume: cannot read {path('tokenizer.json')} ({type(error).__name__}); run without --resume")
+    tokenizer = tokenizer_stage(task, splits["train"], preset["vocab_size"], args.out, progress)
     results.update(progress["data"])
-
-    start = time.time()
-    config = GPTConfig(vocab_size=tokenizer.vocab_size, **preset["model"])
-    if "sft" not in progress:
-        torch.manual_seed(args.seed)
-        model = GPT(config).to(device)
-        print(f"[{task.NAME}] policy: {model.num_params() / 1e6:.2f}M parameters, {len(splits['train'])} "
-              f"demonstrations ({results['demonstration_flaw_rates']['any']:.0%} flawed), device {device}")
-        snapshots = progress.snapshots("sft")
-        losses = train_sft(model, tokenizer, splits["train"], preset["sft_steps"], preset["batch_size"],
-                           preset["lr"], device, args.seed, snapshots)
-        save_checkpoint(path("sft.pt"), model, tokenizer, preset["sft_steps"])
-        snapshots.clear()
-        progress.finish("sft", {"sft_final_loss": sum(losses[-50:]) / len(losses[-50:])}, start)
-    model = load_checkpoint(path("sft.pt"), device, tokenizer, config)[0]
+    model = sft_stage(task, splits["train"], tokenizer, preset, device, args.seed, args.out, progress)
     results.update(progress["sft"])
 
     start = time.time()
@@ -680,6 +694,30 @@ def report_command(argv):
     print(f"-> {os.path.join(args.out, 'report.html')}")
 
 
+def add_run_flags(parser):
+    """The flags every training command shares (this one and the K sweep's)."""
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                        help="torch.compile the PPO loss path (default: on for CUDA, off for CPU)")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out: finished stages are "
+                        "loaded, a stopped training loop continues from its last snapshot")
+    parser.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
+                        help="how often a training loop saves its snapshot for --resume (default 60)")
+
+
+def check_run_flags(args):
+    """One line and exit status 2 for flags no run can use; then Ctrl-C stops after the current stage."""
+    if args.seeds < 1:
+        fail("--seeds must be at least 1")
+    if args.checkpoint_every < 0:
+        fail("--checkpoint-every must be 0 or more seconds")
+    if args.resume and not os.path.isdir(args.out):
+        fail(f"--resume: {args.out} does not exist, so there is nothing to resume; run without --resume")
+    signal.signal(signal.SIGINT, on_sigint)
+    return args
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["report"]:
@@ -695,28 +733,14 @@ def main(argv=None):
     parser.add_argument("--task", default="summarize", choices=["summarize", "code", "qa", "all"],
                         help="toy task to run (default: summarize)")
     parser.add_argument("--preset", default="default", choices=sorted(PRESETS), help="run size")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     parser.add_argument("--seeds", type=int, default=1, help="PPO runs per method at its chosen GAE lambda, seeds "
                         "--seed, --seed+1, ... (default 1, to stay within 10 minutes; the README's experiment uses "
                         "5; --resume with more seeds adds runs to a finished run)")
-    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                        help="torch.compile the PPO loss path (default: on for CUDA, off for CPU)")
     parser.add_argument("--out", default="runs", help="output directory (one sub-folder per task)")
     parser.add_argument("--annotations", metavar="DIR", help="read annotations_{train,validation,test}.jsonl "
                         "from DIR instead of sampling the SFT policy and running the critic")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --out: finished stages are "
-                        "loaded, a stopped training loop continues from its last snapshot")
-    parser.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
-                        help="how often a training loop saves its snapshot for --resume (default 60)")
-    args = parser.parse_args(argv)
-    if args.seeds < 1:
-        fail("--seeds must be at least 1")
-    if args.checkpoint_every < 0:
-        fail("--checkpoint-every must be 0 or more seconds")
-    if args.resume and not os.path.isdir(args.out):
-        fail(f"--resume: {args.out} does not exist, so there is nothing to resume; run without --resume")
-    signal.signal(signal.SIGINT, on_sigint)
+    add_run_flags(parser)
+    args = check_run_flags(parser.parse_args(argv))
     for name in (["summarize", "code", "qa"] if args.task == "all" else [args.task]):
         try:
             per_task = {"task": name, "out": os.path.join(args.out, name)}
