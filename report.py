@@ -424,11 +424,21 @@ def sweep_section(results):
                                                 f'[{v["ci95_t"][0]:.2f}, {v["ci95_t"][1]:.2f}]'
                                                 for v in per_k[k]["ratios"][q].values()]
                       for k in ks for q in per_k[k]["ratios"]]))
-    out.append("<h3>Test results</h3>")
+    if results.get("growth"):
+        pairs = list(per_k[ks[0]]["ratios"]["0.9"])
+        out.append("<p>Each ratio at 90% over its own value at K = 1, where the two rewards carry the same information "
+                   "(paired bootstrap over seeds):</p>")
+        out.append(table(["K"] + [escape(p) for p in pairs],
+                         [[k] + [f'{results["growth"][k]["0.9"][p]["growth"]:.2f} [{results["growth"][k]["0.9"][p]["ci95"][0]:.2f}, '
+                                 f'{results["growth"][k]["0.9"][p]["ci95"][1]:.2f}]' for p in pairs] for k in sorted(results["growth"], key=int)]))
+    out.append("<h3>Test results</h3><p>Test sites right after the budget (mean ± 95% interval over seeds, the "
+               "chosen &lambda;), and the sampled responses' length and KL to the SFT policy at the last update: a "
+               "policy that games its reward grows long and far.</p>")
     out.append(table(["K", "budget", "SFT"] + [LABELS.get(n, escape(n)) for n in names],
                      [[k, str(per_k[k]["updates"]), num(per_k[k]["sft"]["test"][metric])]
                       + [f'{per_k[k]["methods"][n]["score"]:.3f} ± {per_k[k]["methods"][n]["ci95"]:.3f} '
-                         f'(&lambda; {per_k[k]["methods"][n]["lambda"]})' for n in names] for k in ks]))
+                         f'(&lambda; {per_k[k]["methods"][n]["lambda"]}; {per_k[k]["methods"][n]["final_length"]:.0f} tokens, '
+                         f'KL {per_k[k]["methods"][n]["final_kl"]:.1f})' for n in names] for k in ks]))
     for k in ks:
         out += [f"<h3>Learning curves, K = {k}</h3>", curves_svg(per_k[k]["methods"], f"validation {metric}")]
     out += ["<h3>The setting, measured</h3><p>Share of each kind of site the SFT policy gets wrong, on validation "
