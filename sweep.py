@@ -6,12 +6,14 @@ K is the number of independent flaws per response (data/facts.py: an order note 
 each restated as a one-word choice the SFT policy gets wrong by habit). A scalar reward is the sum
 of the K site verdicts, so the signal for one site is buried in the noise of the other K - 1; a
 span reward puts each verdict on its own tokens. Bandit theory puts the gain of per-part feedback
-over sum-only feedback between sqrt(K) and K; this sweep measures it.
+over sum-only feedback between sqrt(K) and K in regret (K to K^2 in the updates needed to reach a
+given level); this sweep measures it in updates.
 
     data -> tokenizer -> one SFT policy (K mixed) -> annotate -> reward models (cot, scalar; K
     mixed) -> per K: the four METHODS of text2grad.py, GAE lambda chosen on validation, several
-    seeds -> updates needed to close 50% and 90% of the gap from SFT to the ceiling (every site
-    right) -> ratios scalar / span with bootstrap intervals over seeds
+    seeds, test scored at every update -> updates needed to close 50% and 90% of the gap from
+    SFT to the ceiling (every site right), read on the test curves -> ratios scalar / span with
+    intervals over seeds
 
 Everything goes into --out: the main run's files for the shared stages (tokenizer.json, sft.pt,
 annotations_*.jsonl, reward_*.pt), one sub-folder k{K} per K with that K's PPO runs (its own
@@ -62,7 +64,7 @@ THRESHOLDS = (0.5, 0.9)  # the share of the gap from SFT to the ceiling closed
 def make_splits(sizes, seed, ks=facts.KS):
     """(train, {K: {"validation", "test"}}): train mixes K (facts.KS); held-out splits are per K and
     share no prompt with train or with each other (one split may draw a prompt twice: at K = 1 there
-    are only a few hundred)."""
+    are under a thousand)."""
     held_out, per_k = set(), {}
     for k in ks:
         per_k[k] = {}
@@ -75,7 +77,7 @@ def make_splits(sizes, seed, ks=facts.KS):
 
 
 def updates_to(curve, level):
-    """The first update of a validation curve [(update, score)] at or above level; None if none."""
+    """The first update of a learning curve [(update, score)] at or above level; None if none."""
     return next((u for u, score in curve if score >= level - 1e-9), None)
 
 
