@@ -34,6 +34,7 @@ import text2grad as t2g
 from checkpoint import Diverged, Interrupted, atomic_save
 from data import facts
 from reward import evaluate_reward_model
+from runstate import Progress, fail, pick_device
 from sft import evaluate, respond
 
 # Sizes. validation and test are per K; train mixes K. ppo: PPOConfig fields; updates: the PPO budget
@@ -76,11 +77,6 @@ def make_splits(sizes, seed, ks=facts.KS):
     return train, per_k
 
 
-def updates_to(curve, level):
-    """The first update of a learning curve [(update, score)] at or above level; None if none."""
-    return next((u for u, score in curve if score >= level - 1e-9), None)
-
-
 def thresholds(curves, start, budget, eval_every):
     """Per threshold q: the updates each seed's curve [(update, score)] needs to close q of the gap
     from start (the SFT policy's score) to the ceiling 1. A curve that never gets there counts as
@@ -89,7 +85,7 @@ def thresholds(curves, start, budget, eval_every):
     out = {}
     for q in THRESHOLDS:
         level = start + q * (1 - start)
-        reached = [updates_to(curve, level) for curve in curves]
+        reached = [t2g.updates_to_match(curve, level) for curve in curves]
         out[str(q)] = {"level": level, "per_seed": [budget + eval_every if u is None else u for u in reached],
                        "censored": sum(u is None for u in reached)}
     return out
@@ -125,7 +121,7 @@ def sweep_k(k, model, tokenizer, splits, reward_models, preset, seeds, compile, 
     """The four methods at one K, in out/k{K} (its own progress.json); returns that K's results."""
     folder = os.path.join(out, f"k{k}")
     os.makedirs(folder, exist_ok=True)
-    progress = t2g.Progress(folder, {"k": k, "preset": args.preset, "seed": args.seed}, args.resume,
+    progress = Progress(folder, {"k": k, "preset": args.preset, "seed": args.seed}, args.resume,
                             args.checkpoint_every)
     start = time.time()
     if "evaluate" not in progress:
@@ -160,10 +156,10 @@ def sweep_k(k, model, tokenizer, splits, reward_models, preset, seeds, compile, 
 
 def run(args):
     preset = PRESETS[args.preset]
-    device = t2g.pick_device(args.device)
+    device = pick_device(args.device)
     compile = device.startswith("cuda") if args.compile is None else args.compile
     os.makedirs(args.out, exist_ok=True)
-    progress = t2g.Progress(args.out, {"sweep": True, "preset": args.preset, "seed": args.seed},
+    progress = Progress(args.out, {"sweep": True, "preset": args.preset, "seed": args.seed},
                             args.resume, args.checkpoint_every)
     path = lambda name: os.path.join(args.out, name)
     # every K's held-out splits, whichever --ks: the shared stages (and the training split) must not
@@ -280,16 +276,16 @@ def main(argv):
     t2g.add_run_flags(parser)
     args = parser.parse_args(argv)
     if any(k not in facts.KS for k in args.ks):
-        t2g.fail(f"--ks: each K must be one of {list(facts.KS)} (the training split mixes those)")
+        fail(f"--ks: each K must be one of {list(facts.KS)} (the training split mixes those)")
     args.ks = sorted(set(args.ks))
     t2g.check_run_flags(args)
     try:
         return run(args)
     except OSError as error:
-        t2g.fail(f"cannot write the output ({error.strerror or error}: {error.filename or args.out}); choose another --out")
+        fail(f"cannot write the output ({error.strerror or error}: {error.filename or args.out}); choose another --out")
     except (Interrupted, KeyboardInterrupt) as stop:
         print(f"text2grad sweep: interrupted ({stop or 'at once'}); every file written is complete; run the same "
               f"command with --resume to continue", file=sys.stderr)
         sys.exit(130)
     except Diverged as error:
-        t2g.fail(f"training diverged: {error}")
+        fail(f"training diverged: {error}")

@@ -105,8 +105,8 @@ def test_site_statistics_by_hand():
 
 def test_updates_to_threshold_by_hand():
     curve = [(0, 0.2), (2, 0.5), (4, 0.7), (6, 0.95)]
-    assert sweep.updates_to(curve, 0.6) == 4 and sweep.updates_to(curve, 0.5) == 2
-    assert sweep.updates_to(curve, 0.99) is None
+    assert text2grad.updates_to_match(curve, 0.6) == 4 and text2grad.updates_to_match(curve, 0.5) == 2
+    assert text2grad.updates_to_match(curve, 0.99) is None
     # from 0.2, half the gap to 1 is 0.6, 90% is 0.92; a curve that never gets there counts as 6 + 2
     out = sweep.thresholds([curve, [(0, 0.2), (2, 0.3), (4, 0.4), (6, 0.61)]], 0.2, 6, 2)
     assert out["0.5"]["level"] == pytest.approx(0.6) and out["0.5"]["per_seed"] == [4, 6]
