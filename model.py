@@ -203,12 +203,14 @@ def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, gr
     return torch.stack(tokens, 1), torch.stack(logprobs, 1), torch.stack(masks, 1)
 
 
-def fit(model, batch_loss, steps, lr, warmup=0, desc="train", seed=0, snapshots=None):
+def fit(model, batch_loss, steps, lr, warmup=0, desc="train", seed=0, snapshots=None, evaluate=None, eval_every=0):
     """The optimisation loop SFT and the reward models share: Adam (no weight decay: the models are
     tiny and the data plentiful), linear warm-up over `warmup` steps, then cosine decay to 10% of lr,
     gradients clipped to norm 1. batch_loss(step, rng) -> (loss, {name: float} to show), where rng
     is the loop's random.Random(seed); under torchrun batch_loss should call parallel.wrap(model),
-    which averages the gradients over ranks. Returns the loss per step.
+    which averages the gradients over ranks. evaluate(model) -> {name: float}, called every
+    eval_every steps (and after the last), in eval mode, gives the learning curve.
+    Returns (the loss per step, the curve [(step, evaluate(model))]).
     snapshots (checkpoint.Snapshots): resume from its saved state if there is one, save it as the
     loop goes; a NaN or infinite loss or gradient norm stops the loop (checkpoint.Diverged)."""
     snapshots = snapshots or Snapshots()
@@ -216,13 +218,13 @@ def fit(model, batch_loss, steps, lr, warmup=0, desc="train", seed=0, snapshots=
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.95))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: (s + 1) / warmup if s < warmup else
                                                  0.1 + 0.45 * (1 + math.cos(math.pi * (s - warmup) / max(1, steps - warmup))))
-    losses, start, state = [], 0, snapshots.load()
+    losses, curve, start, state = [], [], 0, snapshots.load()
     if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         schedule.load_state_dict(state["schedule"])
         rng.setstate(state["rng"])
-        losses, start = state["losses"], state["step"]
+        losses, curve, start = state["losses"], state["curve"], state["step"]
     model.train()
     bar = tqdm(range(start, steps), initial=start, total=steps, desc=desc, leave=False,
                disable=not parallel.main_process())
@@ -237,8 +239,12 @@ def fit(model, batch_loss, steps, lr, warmup=0, desc="train", seed=0, snapshots=
         schedule.step()
         losses.append(loss.item())
         bar.set_postfix({k: f"{v:.3f}" for k, v in parts.items()}, refresh=False)
+        if evaluate is not None and eval_every and ((step + 1) % eval_every == 0 or step + 1 == steps):
+            model.eval()
+            curve.append((step + 1, evaluate(model)))
+            model.train()
         snapshots.step_done(step + 1, lambda: {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                                                "schedule": schedule.state_dict(), "rng": rng.getstate(),
-                                               "losses": losses})
+                                               "losses": losses, "curve": curve})
     model.eval()
-    return losses
+    return losses, curve

@@ -40,6 +40,7 @@ COLOURS = {"sft": "#7f7f7f", "ppo_scalar": "#e08a1e", "text2grad": "#1f6fb4", "t
            "oracle_scalar": "#b5892f", "oracle": "#2f9e44"}
 LABELS = {"sft": "SFT policy", "ppo_scalar": "scalar PPO", "text2grad": "Text2Grad", "text2grad_no_cot":
           "Text2Grad, no critique", "oracle_scalar": "critic, summed on the last token", "oracle": "critic's spans"}
+PALETTE = ("#1f6fb4", "#e08a1e", "#2f9e44", "#8e5bb5")
 DELTA_CLASS = {-1: "poor", 0: "neutral", 1: "good"}
 
 CSS = """
@@ -112,8 +113,13 @@ def num(x, digits=3):
     return '<td class="num">-</td>' if x is None else f'<td class="num">{x:.{digits}f}</td>'
 
 
+def colour(name, names):
+    """A method's own colour; any other series (an SFT metric) one of PALETTE by its place in names."""
+    return COLOURS.get(name) or PALETTE[names.index(name) % len(PALETTE)]
+
+
 def legend(names):
-    return " ".join(f'<span class="swatch" style="background:{COLOURS.get(n, "#000")}"></span> '
+    return " ".join(f'<span class="swatch" style="background:{colour(n, names)}"></span> '
                     f'{LABELS.get(n, escape(n))}' for n in names)
 
 
@@ -193,9 +199,11 @@ def explained_variance_series(results):
     return series
 
 
-def curves_svg(methods, metric, width=640, height=300):
+def curves_svg(methods, metric, width=640, height=300, x_label="PPO update", standalone=False):
     """Mean curve per PPO method with its 95% band; one <polyline class="curve"> each. methods:
-    {name: {"curve": [[update, value]], "curve_ci95": [[update, half-width]]}}; metric names the y axis."""
+    {name: {"curve": [[update, value]], "curve_ci95": [[update, half-width]]}}; metric names the y axis,
+    x_label the x axis. standalone: an SVG file of its own (legend inside, under the plot), not a
+    chart and an HTML legend for the report."""
     names = [n for n in methods if n != "sft" and len(methods[n]["curve"]) > 0]
     points = {n: [(u, m, h) for (u, m), (_, h) in zip(methods[n]["curve"], methods[n]["curve_ci95"])] for n in names}
     xs = [u for n in names for u, _, _ in points[n]]
@@ -207,11 +215,12 @@ def curves_svg(methods, metric, width=640, height=300):
     y0, y1 = min(lows), max(highs)
     pad = max(1e-3, 0.05 * (y1 - y0))
     y0, y1 = y0 - pad, y1 + pad
-    left, right, top, bottom = 56, 16, 12, 40
+    left, right, top, bottom = 56, 16, 12, 62 if standalone else 40
     X = lambda u: left + (u - x0) / (x1 - x0) * (width - left - right)
     Y = lambda v: top + (y1 - v) / (y1 - y0) * (height - top - bottom)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'role="img" aria-label="{escape(metric)} against PPO update">',
+    font = ' font-family="sans-serif" font-size="12"' if standalone else ""
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"{font} '
+             f'role="img" aria-label="{escape(metric)} against {escape(x_label)}">',
              f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
              f'fill="none" stroke="#ccc"/>']
     for k in range(5):  # y grid and labels
@@ -220,19 +229,28 @@ def curves_svg(methods, metric, width=640, height=300):
                      f'<text x="{left - 6}" y="{Y(v) + 4:.1f}" text-anchor="end">{v:.3f}</text>')
     for u in sorted(set(xs)):
         parts.append(f'<text x="{X(u):.1f}" y="{height - bottom + 16}" text-anchor="middle">{u}</text>')
-    parts.append(f'<text x="{(left + width - right) / 2}" y="{height - 6}" text-anchor="middle">PPO update</text>')
+    parts.append(f'<text x="{(left + width - right) / 2}" y="{height - bottom + 34}" text-anchor="middle">'
+                 f'{escape(x_label)}</text>')
     for n in names:
-        colour, p = COLOURS.get(n, "#000"), points[n]
+        stroke, p = colour(n, names), points[n]
         band = [(X(u), Y(m + h)) for u, m, h in p] + [(X(u), Y(m - h)) for u, m, h in reversed(p)]
         parts.append(f'<polygon class="band" points="{" ".join(f"{a:.1f},{b:.1f}" for a, b in band)}" '
-                     f'fill="{colour}" fill-opacity="0.15" stroke="none"/>')
+                     f'fill="{stroke}" fill-opacity="0.15" stroke="none"/>')
     for n in names:
-        colour, p = COLOURS.get(n, "#000"), points[n]
-        parts.append(f'<polyline class="curve" data-method="{escape(n)}" fill="none" stroke="{colour}" '
+        stroke, p = colour(n, names), points[n]
+        parts.append(f'<polyline class="curve" data-method="{escape(n)}" fill="none" stroke="{stroke}" '
                      f'stroke-width="2" points="{" ".join(f"{X(u):.1f},{Y(m):.1f}" for u, m, _ in p)}"/>')
         for u, m, h in p:
-            parts.append(f'<circle cx="{X(u):.1f}" cy="{Y(m):.1f}" r="3" fill="{colour}"><title>'
-                         f'{LABELS.get(n, escape(n))}, update {u}: {m:.4f} ± {h:.4f}</title></circle>')
+            parts.append(f'<circle cx="{X(u):.1f}" cy="{Y(m):.1f}" r="3" fill="{stroke}"><title>'
+                         f'{LABELS.get(n, escape(n))}, {escape(x_label)} {u}: {m:.4f} ± {h:.4f}</title></circle>')
+    if standalone:
+        for k, n in enumerate(names):
+            x = left + k * (width - left - right) / max(1, len(names))
+            parts.append(f'<line x1="{x:.1f}" x2="{x + 20:.1f}" y1="{height - 10}" y2="{height - 10}" '
+                         f'stroke="{colour(n, names)}" stroke-width="2"/><text x="{x + 24:.1f}" y="{height - 6}">'
+                         f'{LABELS.get(n, escape(n))}</text>')
+        parts.append("</svg>")
+        return "".join(parts)
     parts.append("</svg>")
     return "".join(parts) + f"<p>{legend(names)}</p>"
 
@@ -303,12 +321,28 @@ def credit_section(results):
     return "".join(out)
 
 
+def sft_curve_series(results):
+    """{metric: curves_svg series} from the SFT stage's learning curve (no band: one run)."""
+    curve = results.get("sft_training", {}).get("curve", [])
+    return {k: {"curve": [[step, m[k]] for step, m in curve], "curve_ci95": [[step, 0.0] for step, _ in curve]}
+            for k in (curve[0][1] if curve else {})}
+
+
 def reward_model_section(results):
     rm, out = results.get("reward_model", {}), []
     names = [n for n in ("cot", "no_cot") if n in rm]
     rows = [[n, num(rm[n]["positive_f1"]), num(rm[n]["negative_f1"]), num(rm[n]["exact_span_match"]),
              num(rm[n].get("critique_rougeL"))] for n in names]
     out.append(table(["reward model", "span F1 positive", "span F1 negative", "exact spans", "critique ROUGE-L"], rows))
+    seeded = {n: rm[n].get("seeds", {}) for n in names}
+    if all(len(seeded[n].get("positive_f1", [])) > 1 for n in names) and names:
+        rows = [[n, metric, " ".join(f"{v:.3f}" for v in seeded[n][metric])] for n in names
+                for metric in ("positive_f1", "negative_f1")]
+        out.append("<p>Span F1 of each reward-model seed (the first seed's model is the one PPO uses):</p>"
+                   + table(["reward model", "label", "per seed"], rows))
+        for metric, d in results.get("reward_paired", {}).items():
+            out.append(f"<p>{metric}, cot - no_cot, paired over reward-model seeds: {d['mean']:+.3f} ± "
+                       f"{d['ci95']:.3f} ({d['verdict']})</p>")
     if "scalar" in rm:
         out.append(f'<p>Scalar reward model: correlation with the summed token labels '
                    f'{rm["scalar"]["score_correlation"]:.3f}.</p>')
@@ -345,6 +379,8 @@ def task_section(results):
         f'per method, device {escape(str(results.get("device")))}</p>',
         "<h3>Results</h3>", two_by_two(results["methods"], metric), results_table(results, metric),
         paired_table(results),
+        "<h3>SFT</h3><p>Greedy validation metrics of the SFT policy against its training step.</p>",
+        curves_svg(sft_curve_series(results), "validation", x_label="SFT step"),
         f"<h3>Learning curves</h3><p>Validation {metric} (mean over seeds, 95% interval shaded) against PPO update.</p>",
         curves_svg(results["methods"], f"validation {metric}"),
         "<p>The value head's explained variance, 1 - Var(R - V) / Var(R) over each update's rollout (mean over "
@@ -383,16 +419,16 @@ def thresholds_svg(per_k, q, width=700, height=300):
                  f'<text x="14" y="{(top + height - bottom) / 2}" text-anchor="middle" '
                  f'transform="rotate(-90 14 {(top + height - bottom) / 2})">PPO updates</text>')
     for offset, n in enumerate(names):
-        colour, dx = COLOURS.get(n, "#000"), (offset - (len(names) - 1) / 2) * 5  # side by side, not on top
+        stroke, dx = COLOURS.get(n, "#000"), (offset - (len(names) - 1) / 2) * 5  # side by side, not on top
         p = [(X(k) + dx, m, h) for k, m, h in points[n]]
-        parts.append(f'<polyline class="threshold" data-method="{escape(n)}" fill="none" stroke="{colour}" stroke-width="2" '
+        parts.append(f'<polyline class="threshold" data-method="{escape(n)}" fill="none" stroke="{stroke}" stroke-width="2" '
                      f'points="{" ".join(f"{x:.1f},{Y(m):.1f}" for x, m, _ in p)}"/>')
         for (x, m, h), k in zip(p, ks):
-            parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{Y(max(0, m - h)):.1f}" y2="{Y(m + h):.1f}" stroke="{colour}"/>'
-                         f'<circle cx="{x:.1f}" cy="{Y(m):.1f}" r="3" fill="{colour}"><title>{LABELS.get(n, escape(n))}, '
+            parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{Y(max(0, m - h)):.1f}" y2="{Y(m + h):.1f}" stroke="{stroke}"/>'
+                         f'<circle cx="{x:.1f}" cy="{Y(m):.1f}" r="3" fill="{stroke}"><title>{LABELS.get(n, escape(n))}, '
                          f'K={k}: {m:.1f} ± {h:.1f} updates</title></circle>')
         y = top + 14 + 20 * offset
-        parts.append(f'<line x1="{width - right + 14}" x2="{width - right + 34}" y1="{y - 4}" y2="{y - 4}" stroke="{colour}" '
+        parts.append(f'<line x1="{width - right + 14}" x2="{width - right + 34}" y1="{y - 4}" y2="{y - 4}" stroke="{stroke}" '
                      f'stroke-width="2"/><text x="{width - right + 40}" y="{y}">{LABELS.get(n, escape(n))}</text>')
     parts.append("</svg>")
     return "".join(parts)

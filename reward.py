@@ -247,7 +247,7 @@ def train_reward_model(model, tokenizer, items, steps, batch_size, lr, device, s
         scores = torch.tensor([float(sum(item["delta"])) for item in batch], device=device)
         return net(ids, critique_targets, span_labels, score_position, scores)
 
-    return fit(model, batch_loss, steps, lr, desc=desc, seed=seed, snapshots=snapshots)
+    return fit(model, batch_loss, steps, lr, desc=desc, seed=seed, snapshots=snapshots)[0]
 
 
 # ---------------------------------------------------------------------------------------------

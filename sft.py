@@ -41,8 +41,12 @@ def sft_batch(tokenizer, examples, device):
     return inputs.to(device), targets.to(device), loss_mask.to(device)
 
 
-def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed, snapshots=None):
-    """Next-token cross-entropy on the demonstrations (model.fit, 5% warm-up). Returns the loss per step."""
+def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed, snapshots=None, evaluate=None,
+              eval_every=0):
+    """Next-token cross-entropy on the demonstrations (model.fit, 5% warm-up). Batches are drawn with
+    replacement between batches, so a pool of steps * batch_size demonstrations is seen about once
+    each (fresh data: nothing to memorise). Returns (the loss per step, the curve of
+    evaluate(model) every eval_every steps): see model.fit."""
     net = parallel.wrap(model)
 
     def batch_loss(step, rng):
@@ -52,7 +56,8 @@ def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed, s
         loss = (nll * loss_mask.flatten()).sum() / loss_mask.sum()  # mean over response tokens
         return loss, {"loss": loss.item()}
 
-    return fit(model, batch_loss, steps, lr, warmup=max(1, steps // 20), desc="sft", seed=seed, snapshots=snapshots)
+    return fit(model, batch_loss, steps, lr, warmup=max(1, steps // 20), desc="sft", seed=seed, snapshots=snapshots,
+               evaluate=evaluate, eval_every=eval_every)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -70,9 +75,11 @@ def policy_prompt(tokenizer, prompt):
 
 
 def respond(model, tokenizer, prompts, greedy=True, temperature=1.0, batch_size=100, generator=None, desc="generate"):
-    """Responses to prompt strings: (texts, token ids), each up to, not including, the EOS."""
+    """Responses to prompt strings: (texts, token ids), each up to, not including, the EOS.
+    desc: the progress bar's label; None for no bar (inside another loop's bar)."""
     texts, ids = [], []
-    for i in tqdm(range(0, len(prompts), batch_size), desc=desc, leave=False, disable=not parallel.main_process()):
+    for i in tqdm(range(0, len(prompts), batch_size), desc=desc, leave=False,
+                  disable=desc is None or not parallel.main_process()):
         chunk = [policy_prompt(tokenizer, p) for p in prompts[i:i + batch_size]]
         tokens, _, mask = generate(model, chunk, MAX_NEW_TOKENS, tokenizer.eos_id, tokenizer.pad_id,
                                    temperature=temperature, greedy=greedy, generator=generator)
@@ -82,11 +89,18 @@ def respond(model, tokenizer, prompts, greedy=True, temperature=1.0, batch_size=
     return texts, ids
 
 
-def primary_score(task, model, tokenizer, examples, desc="validate"):
-    """The task's primary metric of greedy responses, averaged over examples: the validation curve's
-    points (cheaper than evaluate, which also asks the critic)."""
+def mean_metrics(task, model, tokenizer, examples, desc="validate"):
+    """The task's metrics of greedy responses, each averaged over examples (cheaper than evaluate,
+    which also asks the critic): the points of the SFT learning curve."""
     responses, _ = respond(model, tokenizer, [e.prompt for e in examples], desc=desc)
-    return sum(task.metrics(e, r)[task.PRIMARY] for e, r in zip(examples, responses)) / len(examples)
+    scores = [task.metrics(e, r) for e, r in zip(examples, responses)]
+    return {k: sum(s[k] for s in scores) / len(scores) for k in scores[0]}
+
+
+def primary_score(task, model, tokenizer, examples, desc="validate"):
+    """The task's primary metric of greedy responses, averaged over examples: the PPO validation
+    curve's points."""
+    return mean_metrics(task, model, tokenizer, examples, desc)[task.PRIMARY]
 
 
 def evaluate(task, model, tokenizer, examples):

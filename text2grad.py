@@ -13,6 +13,7 @@ Run `python text2grad.py --help` for the flags. Everything a run makes goes into
     ppo_{method}.pt             the policy after PPO with each reward, first seed
     ppo_{method}_lambda{l}_seed{s}.pt  each PPO run's policy until its test evaluation (then removed)
     samples_{method}.jsonl      its greedy test responses with the critic's annotation, first seed
+    sft_curve.svg               the SFT policy's greedy validation metrics against its training step
     results.json                metrics per stage and method, credit landing, the report's token-level
                                 showcase, wall time per stage
     report.html                 the run as one self-contained page (report.py); a --task all run
@@ -57,25 +58,43 @@ from model import GPT, GPTConfig
 from reward import (RewardModel, annotate, check_annotation, colour_tokens, encode_record, evaluate_reward_model,
                     layout, read_jsonl, train_reward_model)
 from runstate import Progress, fail, load_checkpoint, pick_device, save_checkpoint
-from sft import MAX_NEW_TOKENS, evaluate, flaw_rates, policy_prompt, primary_score, respond, response_ids, train_sft
+from sft import (MAX_NEW_TOKENS, evaluate, flaw_rates, mean_metrics, policy_prompt, primary_score, respond,
+                 response_ids, train_sft)
 
-# Sizes a run may pick with --preset. "small" is a first look: 2.5 minutes on 2 CPU cores.
-# ppo: PPOConfig fields; eval_every: updates between points of the validation curve; lambdas: the GAE
-# lambda grid each method chooses from on validation (ppo_stage).
+# Sizes a run may pick with --preset. "small" is a first look: 2.5 minutes on 2 CPU cores; "large"
+# is the one-GPU setting (hours on a CPU).
+#   train           PPO's training prompts
+#   annotated       training prompts whose sampled responses (samples_per_prompt each) the critic
+#                   annotates for the reward models
+#   demonstrations  the SFT pool, about sft_steps * batch_size: each seen about once (fresh data,
+#                   nothing to memorise; experiment_splits)
+#   sft_eval_every  steps between points of the SFT learning curve (greedy validation metrics)
+#   ppo             PPOConfig fields; eval_every: updates between points of the PPO validation curve;
+#   lambdas         the GAE lambda grid each method chooses from on validation (ppo_stage)
+#   tasks           a task's own budget, laid over the rest (preset_for)
 PRESETS = {
-    "default": dict(train=4000, validation=200, test=200, vocab_size=1024, sft_steps=1200, batch_size=32,
-                    lr=2e-3, model=dict(n_layer=4, n_head=4, n_embd=128),
+    "default": dict(train=4000, annotated=4000, demonstrations=38400, validation=200, test=200, vocab_size=1024,
+                    sft_steps=1200, batch_size=32, lr=2e-3, sft_eval_every=200,
+                    model=dict(n_layer=4, n_head=4, n_embd=128),
                     samples_per_prompt=2, reward_steps=400, reward_lr=1e-3,
                     ppo=dict(updates=12, batch_size=64, minibatch_size=32, lr=5e-5), eval_every=3,
                     lambdas=(0.0, 0.5, 0.95)),
-    "small": dict(train=1500, validation=100, test=100, vocab_size=512, sft_steps=400, batch_size=32,
-                  lr=3e-3, model=dict(n_layer=2, n_head=4, n_embd=96),
+    "small": dict(train=1500, annotated=1500, demonstrations=12800, validation=100, test=100, vocab_size=512,
+                  sft_steps=400, batch_size=32, lr=3e-3, sft_eval_every=100,
+                  model=dict(n_layer=2, n_head=4, n_embd=96),
                   samples_per_prompt=1, reward_steps=200, reward_lr=2e-3,
                   ppo=dict(updates=8, batch_size=32, minibatch_size=32, lr=3e-5), eval_every=2,
                   lambdas=(0.0, 0.5, 0.95)),
+    "large": dict(train=8000, annotated=16000, demonstrations=128000, validation=200, test=200, vocab_size=1024,
+                  sft_steps=8000, batch_size=64, lr=1e-3, sft_eval_every=500,
+                  model=dict(n_layer=8, n_head=8, n_embd=256),
+                  samples_per_prompt=2, reward_steps=3000, reward_lr=5e-4,
+                  ppo=dict(updates=24, batch_size=128, minibatch_size=64, lr=3e-5), eval_every=4,
+                  lambdas=(0.0, 0.5, 0.95)),
     # the test suite's end-to-end run: every stage, seconds on a CPU; its numbers mean nothing
-    "tiny": dict(train=64, validation=16, test=16, vocab_size=512, sft_steps=20, batch_size=16,
-                 lr=3e-3, model=dict(n_layer=1, n_head=2, n_embd=32, block_size=512),
+    "tiny": dict(train=64, annotated=64, demonstrations=320, validation=16, test=16, vocab_size=512,
+                 sft_steps=20, batch_size=16, lr=3e-3, sft_eval_every=10,
+                 model=dict(n_layer=1, n_head=2, n_embd=32, block_size=512),
                  samples_per_prompt=1, reward_steps=5, reward_lr=2e-3,
                  ppo=dict(updates=2, batch_size=8, minibatch_size=8, lr=3e-5), eval_every=1,
                  lambdas=(0.0, 0.95)),
@@ -98,8 +117,28 @@ METHODS = {"ppo_scalar": ("scalar", "last"), "text2grad": ("cot", "every"), "ora
 # (where the reward lands), down each column (who judges), and the diagonal.
 COMPARISONS = [("text2grad", "ppo_scalar"), ("oracle", "oracle_scalar"), ("oracle", "text2grad"),
                ("oracle_scalar", "ppo_scalar"), ("text2grad", "oracle_scalar")]
+SEEDED_METRICS = ("positive_f1", "negative_f1", "exact_span_match", "critique_rougeL")  # kept per reward-model seed
 MAX_SKIPPED = 0.1  # the share of a split's annotated records that may be skipped (a span not in the response)
 SHOWN = 6          # test prompts the report shows token by token (the first whose SFT response is blamed)
+
+
+def preset_for(name, task_name):
+    """The preset `name` with the task's own budget (its "tasks" entry) laid over it."""
+    preset = PRESETS[name]
+    return {**preset, **preset.get("tasks", {}).get(task_name, {})}
+
+
+def experiment_splits(task, preset, seed):
+    """(splits, demonstrations): held-out splits of the preset's sizes and a pool of
+    preset["demonstrations"] training demonstrations for SFT, about as many as its steps draw, so
+    that it sees each about once (fresh data: nothing to memorise). splits["train"], the prompts PPO
+    trains on, is the pool's first preset["train"]; the reward models' annotations sample its first
+    preset["annotated"]. The same for the same seed; no training prompt is a held-out one
+    (data.make_splits)."""
+    pool = max(preset["train"], preset["annotated"], preset["demonstrations"])
+    splits = make_splits(task, {**{s: preset[s] for s in SPLITS}, "train": pool}, seed=seed)
+    demonstrations = splits["train"]
+    return {**splits, "train": demonstrations[:preset["train"]]}, demonstrations
 
 
 def write_report(folder):
@@ -128,22 +167,27 @@ def tokenizer_stage(task, train, vocab_size, out, progress):
         fail(f"--resume: cannot read {path} ({type(error).__name__}); run without --resume")
 
 
-def sft_stage(task, train, tokenizer, preset, device, seed, out, progress):
-    """The SFT stage: a GPT of preset["model"] trained on the demonstrations, saved as out/sft.pt
-    (or, once finished, loaded from it). Returns the policy."""
-    start, path = time.time(), os.path.join(out, "sft.pt")
+def sft_stage(task, demonstrations, validation, tokenizer, preset, device, seed, out, progress, name="sft"):
+    """The SFT stage: a GPT of preset["model"] trained on the demonstrations, saved as out/{name}.pt
+    (or, once finished, loaded from it). With preset["sft_eval_every"], the task's metrics of greedy
+    validation responses every that many steps make the learning curve ("curve": [(step, metrics)]).
+    Returns the policy."""
+    start, path = time.time(), os.path.join(out, f"{name}.pt")
     config = GPTConfig(vocab_size=tokenizer.vocab_size, **preset["model"])
-    if "sft" not in progress:
+    if name not in progress:
         torch.manual_seed(seed)
         model = GPT(config).to(device)
-        print(f"[{task.NAME}] policy: {model.num_params() / 1e6:.2f}M parameters, {len(train)} demonstrations "
-              f"({progress['data']['demonstration_flaw_rates']['any']:.0%} flawed), device {device}")
-        snapshots = progress.snapshots("sft")
-        losses = train_sft(model, tokenizer, train, preset["sft_steps"], preset["batch_size"], preset["lr"], device,
-                           seed, snapshots)
+        flawed = sum(bool(e.flaws) for e in demonstrations) / len(demonstrations)
+        print(f"[{task.NAME}] {name}: {model.num_params() / 1e6:.2f}M parameters, {len(demonstrations)} "
+              f"demonstrations ({flawed:.0%} flawed), device {device}")
+        snapshots = progress.snapshots(name)
+        losses, curve = train_sft(model, tokenizer, demonstrations, preset["sft_steps"], preset["batch_size"],
+                                  preset["lr"], device, seed, snapshots,
+                                  evaluate=lambda m: mean_metrics(task, m, tokenizer, validation, desc=None),
+                                  eval_every=preset.get("sft_eval_every", 0))
         save_checkpoint(path, model, tokenizer, preset["sft_steps"])
         snapshots.clear()
-        progress.finish("sft", {"sft_final_loss": sum(losses[-50:]) / len(losses[-50:])}, start)
+        progress.finish(name, {"final_loss": sum(losses[-50:]) / len(losses[-50:]), "curve": curve}, start)
     return load_checkpoint(path, device, tokenizer, config)[0]
 
 
@@ -228,27 +272,39 @@ def check_skipped(stats, where):
         print(f"{message}; skipped")
 
 
-def reward_stage(policy, tokenizer, records, encoded, preset, device, seed, out, progress, names=tuple(REWARD_MODELS)):
+def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out, progress, names=tuple(REWARD_MODELS)):
     """Train (or, when resuming, load) and evaluate the reward models `names` (of REWARD_MODELS) on
-    the annotated records ({split: records}) and their encodings ({split: items}). Returns
-    ({name: test metrics}, {name: model})."""
+    the annotated records ({split: records}) and their encodings ({split: items}), each starting from
+    a copy of `trunk`. The span models are trained once per seed of `seeds` (the same batches for cot
+    and no_cot at a seed, so a seed is a pair), the first seed's kept for PPO; the scalar model once.
+    Returns ({name: the first seed's test metrics, with "seeds": {metric: [per seed]}}, {name: model})."""
     results, models = {}, {}
     for name in names:
         kind, cot = REWARD_MODELS[name]
-        start, path = time.time(), os.path.join(out, f"reward_{name}.pt")
-        if f"reward/{name}" not in progress:
-            model = RewardModel(copy.deepcopy(policy), kind, cot).to(device)
-            snapshots = progress.snapshots(f"reward_{name}")
+        for seed in seeds if kind == "span" else seeds[:1]:
+            first = seed == seeds[0]
+            stage, start = f"reward/{name}" + ("" if first else f"/{seed}"), time.time()
+            path = os.path.join(out, f"reward_{name}.pt")
+            if stage in progress:
+                continue
+            model = RewardModel(copy.deepcopy(trunk), kind, cot).to(device)
+            snapshots = progress.snapshots(stage.replace("/", "_"))
             losses = train_reward_model(model, tokenizer, encoded["train"], preset["reward_steps"], preset["batch_size"],
-                                        preset["reward_lr"], device, seed, desc=f"reward model ({name})",
+                                        preset["reward_lr"], device, seed, desc=f"reward model ({name}, seed {seed})",
                                         snapshots=snapshots)
-            save_checkpoint(path, model, tokenizer, preset["reward_steps"], kind=kind, cot=cot)
+            if first:
+                save_checkpoint(path, model, tokenizer, preset["reward_steps"], kind=kind, cot=cot)
             metrics, _, _ = evaluate_reward_model(model, tokenizer, records["test"], encoded["test"])
-            metrics["final_loss"] = sum(losses[-20:]) / len(losses[-20:])
+            validation, _, _ = evaluate_reward_model(model, tokenizer, records["validation"], encoded["validation"])
+            metrics.update(final_loss=sum(losses[-20:]) / len(losses[-20:]), validation=validation)  # choices read validation
             snapshots.clear()
-            progress.finish(f"reward/{name}", metrics, start)
-        models[name] = load_checkpoint(path, device, tokenizer, policy.config)[0]
-        results[name] = {**progress[f"reward/{name}"], "time_s": progress.time(f"reward/{name}")}
+            progress.finish(stage, metrics, start)
+        models[name] = load_checkpoint(os.path.join(out, f"reward_{name}.pt"), device, tokenizer, trunk.config)[0]
+        runs = [progress[f"reward/{name}" + ("" if seed == seeds[0] else f"/{seed}")]
+                for seed in (seeds if kind == "span" else seeds[:1])]
+        stages = [f"reward/{name}" + ("" if seed == seeds[0] else f"/{seed}") for seed in seeds[:len(runs)]]
+        results[name] = {**runs[0], "time_s": sum(progress.time(stage) for stage in stages),
+                         "seeds": {k: [run[k] for run in runs] for k in SEEDED_METRICS if k in runs[0]}}
     return results, models
 
 
@@ -417,7 +473,7 @@ def run(args):
     """The experiment on one task. Each stage is recorded in progress.json when it finishes; with
     --resume, finished stages are loaded from their files instead of run again, and a training
     loop that was stopped continues from its snapshot."""
-    preset = PRESETS[args.preset]
+    preset = preset_for(args.preset, args.task)
     device = parallel.init(pick_device(args.device))  # under torchrun: this rank's device
     if args.compile is None:
         args.compile = device.startswith("cuda")
@@ -425,15 +481,18 @@ def run(args):
     given_annotations = read_annotations(args.annotations) if args.annotations else None  # checked before any work
     os.makedirs(args.out, exist_ok=True)
     progress = Progress(args.out, {"task": task.NAME, "preset": args.preset, "seed": args.seed,
-                                   "annotations": args.annotations}, args.resume, args.checkpoint_every)
-    results = {"task": task.NAME, "preset": args.preset, "seed": args.seed, "device": device}
+                                   "annotations": args.annotations, "reward_start": args.reward_start},
+                        args.resume, args.checkpoint_every)
+    results = {"task": task.NAME, "preset": args.preset, "seed": args.seed, "device": device,
+               "reward_start": args.reward_start}
     path = lambda name: os.path.join(args.out, name)
 
-    splits = make_splits(task, {s: preset[s] for s in SPLITS}, seed=args.seed)  # the same for the same seed
+    splits, demonstrations = experiment_splits(task, preset, args.seed)
     tokenizer = tokenizer_stage(task, splits["train"], preset["vocab_size"], args.out, progress)
     results.update(progress["data"])
-    model = sft_stage(task, splits["train"], tokenizer, preset, device, args.seed, args.out, progress)
-    results.update(progress["sft"])
+    model = sft_stage(task, demonstrations, splits["validation"], tokenizer, preset, device, args.seed, args.out,
+                      progress)
+    results["sft_training"] = progress["sft"]
 
     start = time.time()
     if "evaluate" not in progress:
@@ -451,7 +510,8 @@ def run(args):
     if given_annotations:
         records = given_annotations
     elif "annotate" not in progress:
-        records = annotate_stage(task, model, tokenizer, splits, preset["samples_per_prompt"], args.seed, args.out)
+        records = annotate_stage(task, model, tokenizer, {**splits, "train": demonstrations[:preset["annotated"]]},
+                                 preset["samples_per_prompt"], args.seed, args.out)
     else:
         records = read_annotations(args.out, check=None)
     if "annotate" not in progress:
@@ -470,8 +530,15 @@ def run(args):
             fail(f"{where}: {len(encoded[split])} usable records, fewer than the "
                  f"{preset['batch_size'] if split == 'train' else 1} this preset needs")
     spans = sum(a["spans"] for a in alignment.values())
-    results["reward_model"], reward_models = reward_stage(model, tokenizer, records, encoded, preset, device,
-                                                          args.seed, args.out, progress)
+    trunk = model
+    if args.reward_start == "references":  # a trunk that never saw the demonstrators' habits
+        references = [replace(e, demonstration=e.reference, flaws=[]) for e in demonstrations]
+        trunk = sft_stage(task, references, splits["validation"], tokenizer, preset, device, args.seed, args.out,
+                          progress, name="reference_trunk")
+        results["reference_trunk"] = progress["reference_trunk"]
+    reward_seeds = [args.seed + k for k in range(args.reward_seeds)]
+    results["reward_model"], reward_models = reward_stage(trunk, tokenizer, records, encoded, preset, device,
+                                                          reward_seeds, args.out, progress)
     results["alignment"] = {"unaligned_rate": sum(a["unaligned"] for a in alignment.values()) / max(1, spans),
                             **alignment}
     rm = results["reward_model"]
@@ -480,6 +547,14 @@ def run(args):
               f"negative {rm[name]['negative_f1']:.3f}, exact spans {rm[name]['exact_span_match']:.3f}"
               + (f", critique ROUGE-L {rm[name]['critique_rougeL']:.3f}" if name == "cot" else ""))
     print(f"[{task.NAME}] reward model scalar: correlation with the summed labels {rm['scalar']['score_correlation']:.3f}")
+    if len(reward_seeds) > 1:  # the critique's worth, beyond the reward model's seed-to-seed variation
+        results["reward_paired"] = {metric: stats.paired_difference(rm["cot"]["seeds"][metric], rm["no_cot"]["seeds"][metric])
+                                    for metric in ("positive_f1", "negative_f1")}
+        for metric, d in results["reward_paired"].items():
+            print(f"[{task.NAME}] {metric}, cot - no_cot over {len(reward_seeds)} reward-model seeds: "
+                  f"{d['mean']:+.3f} ± {d['ci95']:.3f} ({d['verdict']}); cot "
+                  + " ".join(f"{v:.3f}" for v in rm["cot"]["seeds"][metric]) + ", no_cot "
+                  + " ".join(f"{v:.3f}" for v in rm["no_cot"]["seeds"][metric]))
 
     seeds = [args.seed + k for k in range(args.seeds)]
     results["methods"], results["ppo_history"], results["lambda_grid"] = ppo_stage(
@@ -511,11 +586,14 @@ def run(args):
                                                           reward_models["cot"])}, start)
     results.update(progress["showcase"])
     stages = {"data": ["data"], "sft": ["sft"], "evaluate": ["evaluate"], "annotate": ["annotate"],
-              "reward_models": [f"reward/{name}" for name in REWARD_MODELS],
+              "reward_models": [stage for stage in progress.done if stage.startswith("reward/")] + (
+                  ["reference_trunk"] if "reference_trunk" in progress else []),
               "ppo": [stage for stage in progress.done if stage.startswith(("ppo/", "test/"))],
               "credit_landing": ["credit_landing"], "showcase": ["showcase"]}
     results["wall_time_s"] = {key: sum(progress.time(s) for s in names) for key, names in stages.items()}
     atomic_save(json.dumps(results, indent=2), path("results.json"))
+    atomic_save(report.curves_svg(report.sft_curve_series(results), "validation", x_label="SFT step",
+                                  standalone=True), path("sft_curve.svg"))  # the README's figure
     write_report(args.out)
     print_results(task, results)
     print_showcase(results["showcase"][:3])
@@ -642,8 +720,16 @@ def main(argv=None):
     parser.add_argument("--out", default="runs", help="output directory (one sub-folder per task)")
     parser.add_argument("--annotations", metavar="DIR", help="read annotations_{train,validation,test}.jsonl "
                         "from DIR instead of sampling the SFT policy and running the critic")
+    parser.add_argument("--reward-start", default="sft", choices=["sft", "references"],
+                        help="the reward models' trunk: the SFT policy (default), or a policy trained the same way "
+                        "on the references, the demonstrations without their flaws")
+    parser.add_argument("--reward-seeds", type=int, default=1, help="train the span reward models (cot and no_cot) "
+                        "with this many seeds, to compare them beyond seed-to-seed variation; PPO uses the first "
+                        "(default 1)")
     add_run_flags(parser)
     args = check_run_flags(parser.parse_args(argv))
+    if args.reward_seeds < 1:
+        fail("--reward-seeds must be at least 1")
     for name in (["summarize", "code", "qa"] if args.task == "all" else [args.task]):
         try:
             per_task = {"task": name, "out": os.path.join(args.out, name)}

@@ -35,8 +35,9 @@ reference's, finds the smallest subexpressions that differ (a comparison, or the
 wrong constant or operand), keeps those that break the reference when put into it alone, and
 quotes them as poor spans; matching branches and conditions are quoted as good. A quote that occurs
 twice in the response is widened leftward until unique (a repeated `x - y` becomes `else x - y`),
-since spans are found by leftmost string match. Prose: the first failing test, why each blamed part
-is wrong, and what is right, in at most three sentences. Limits: it judges against one reference,
+since spans are found by leftmost string match. Prose: what the spec asks for, as code (the
+reasoning before the verdict), then the first failing test, why each blamed part is wrong, and what
+is right, in at most four sentences. Limits: it judges against one reference,
 so a correct but differently shaped part of a failing response can be blamed with the real error,
 and when the shapes differ at the top (or in more than two places) the whole return expression is
 blamed.
@@ -369,7 +370,19 @@ def _unparseable(response, error, rng):
 
 
 def critique(example, response):
-    """The programmatic annotator: {"textual_feedback": str, "good_spans": [str], "poor_spans": [str]}."""
+    """The programmatic annotator: {"textual_feedback": str, "good_spans": [str], "poor_spans": [str]}.
+    The feedback opens with what the spec asks for, as code (the reasoning before the verdict: a
+    reward model that writes it compares the response with it, token by token, instead of reading
+    "greater than" off the prompt while it labels), then the test results and the verdicts."""
+    annotation = _judge(example, response)
+    wanted = example.reference.split("return ", 1)[1]
+    spec = random.Random(zlib.crc32(example.reference.encode())).choice(
+        (f"The spec asks for `{wanted}`.", f"The spec means `{wanted}`.", f"Wanted: `{wanted}`."))
+    return {**annotation, "textual_feedback": f"{spec} {annotation['textual_feedback']}"}
+
+
+def _judge(example, response):
+    """The critique without its opening statement of the spec."""
     # Wording varies with the response but is the same every time for the same response.
     rng = random.Random(zlib.crc32(str(response).encode("utf-8", "surrogatepass")))
     try:

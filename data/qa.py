@@ -26,9 +26,11 @@ The critic plays GPT-4o. It splits the response into sentences and reads claims 
 person named. The first claim that answers the question is the answer: its key phrase ("in Oslo",
 "as a pilot", "4 cats", the name for "who") is a good span if right, a poor one if wrong. Every other
 sentence is a poor span as a whole: a repeat, a second answer, an unasked fact, a false claim, or,
-when nothing can be read from it, an unsupported remark. The feedback (one to three sentences, the
-wording picked by a hash of the text) gives the verdict with the passage's fact, then the first extra
-sentence and what is wrong with it. Spans are quoted so that their leftmost occurrence, which is
+when nothing can be read from it, an unsupported remark. The feedback (two to four sentences, the
+wording picked by a hash of the text) states the passage's fact first, then the verdict on the answer
+(the reasoning before the judgement, as a chain-of-thought critique should: a reward model writing it
+has the fact in front of it when it labels the answer), then the first extra sentence and what is
+wrong with it. Spans are quoted so that their leftmost occurrence, which is
 where align.py will place them, is the place meant.
 Limits: only the task's own sentence shapes are understood. An unparsed sentence counts as unsupported,
 right for invented details and garbage, unfair to a correct paraphrase ("Omar's home is Oslo."); extra
@@ -193,13 +195,13 @@ _CLAIM = re.compile(
     r"|works?\s+(?P<job_phrase>as\s+an?\s+(?P<job>[a-z]+))"
     r"|ha(?:s|ve)\s+(?P<count_phrase>(?P<count>\d+)\s+(?P<item>[a-z]+)))")
 
-RIGHT = ("The answer is correct: {truth}.", "Right, the passage says {truth}.",
-         "{truth}, exactly as the answer says.")
-WRONG = ("The answer says {said}, but the passage says {truth}.", "{said} is wrong, because the passage "
-         "says {truth}.", "The passage says {truth}, not {said}.")
-MISSING = ("The response never says {question}; the passage says {truth}.",
-           "It does not answer {question}, although the passage says {truth}.",
-           "The question asks {question}, which the response leaves open: {truth}.")
+# The feedback states the passage's fact first, then the verdict on the answer: a reward model that
+# writes it has the fact in front of it when it labels the answer's tokens (a local comparison).
+FACT = ("The passage says {truth}.", "According to the passage, {truth}.", "In the passage, {truth}.")
+RIGHT = ("The answer says so.", "The answer agrees.", "So the answer is right.")
+WRONG = ("The answer says {said} instead.", "The answer says {said}, which is wrong.", "So {said} is wrong.")
+MISSING = ("The response never says {question}.", "It does not answer {question}.",
+           "It leaves {question} open.")
 ISSUE = {
     "invented": ('"{s}" is not supported by the passage.', 'Nothing in the passage backs up "{s}".',
                  'The passage never says "{s}".'),
@@ -352,13 +354,14 @@ def critique(example, response):
             poor_spans.append(phrase)
 
     question, truth = _describe(facts)
+    parts = [rng.choice(FACT).format(truth=truth)]
     if answer is None:
-        parts = [rng.choice(MISSING).format(question=question, truth=truth)]
+        parts.append(rng.choice(MISSING).format(question=question))
     elif right:
-        parts = [rng.choice(RIGHT).format(truth=truth)]
+        parts.append(rng.choice(RIGHT))
     else:
         said = re.sub(r"^(in|as)\s+", "", response[answer_span[0]:answer_span[1]])
-        parts = [rng.choice(WRONG).format(said=said, truth=truth)]
+        parts.append(rng.choice(WRONG).format(said=said))
     if issues:
         parts.append(rng.choice(ISSUE[issues[0][0]]).format(s=_short(issues[0][1])))
     if len(issues) > 1:

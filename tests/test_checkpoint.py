@@ -43,20 +43,26 @@ def regression(model, calls, stop_after=None, nan_at=None, stop=None):
 
 
 def test_fit_stopped_and_resumed_equals_fit_straight(tmp_path, stop):
+    def norm(model):  # a learning-curve point: changes every step, so a curve resumed wrongly shows it
+        return {"norm": model.wte.weight.norm().item()}
+
     straight, calls = tiny_gpt(), []
-    losses = fit(straight, regression(straight, calls), steps=10, lr=1e-2, warmup=2, seed=3)
+    losses, curve = fit(straight, regression(straight, calls), steps=10, lr=1e-2, warmup=2, seed=3, evaluate=norm,
+                        eval_every=3)
+    assert [step for step, _ in curve] == [3, 6, 9, 10]  # every 3 steps, and after the last
+    assert curve[-1][1]["norm"] == pytest.approx(straight.wte.weight.norm().item())
 
     path = str(tmp_path / "fit.partial.pt")
     first, calls_first = tiny_gpt(), []
     with pytest.raises(Interrupted):
         fit(first, regression(first, calls_first, stop_after=4, stop=stop), steps=10, lr=1e-2, warmup=2, seed=3,
-            snapshots=Snapshots(path, every_s=1e9))  # saved only because of the stop
+            snapshots=Snapshots(path, every_s=1e9), evaluate=norm, eval_every=3)  # saved only because of the stop
     checkpoint._stop.update(requested=False)
     second, calls_second = tiny_gpt(), []
-    resumed = fit(second, regression(second, calls_second), steps=10, lr=1e-2, warmup=2, seed=3,
-                  snapshots=Snapshots(path, every_s=1e9))
+    resumed, resumed_curve = fit(second, regression(second, calls_second), steps=10, lr=1e-2, warmup=2, seed=3,
+                                 snapshots=Snapshots(path, every_s=1e9), evaluate=norm, eval_every=3)
     assert calls_first == [0, 1, 2, 3, 4] and calls_second == [5, 6, 7, 8, 9]
-    assert resumed == losses
+    assert resumed == losses and resumed_curve == curve
     for p, q in zip(second.state_dict().values(), straight.state_dict().values()):
         assert torch.equal(p, q)
 

@@ -259,6 +259,10 @@ def test_critic_quotes_the_wrong_expression(example, response, poor):
     for good in annotation["good_spans"]:
         assert good in response and all(good not in span and span not in good for span in poor)
     assert annotation == codegen.critique(example, response)
+    # the reasoning before the verdict: the first sentence states the wanted code, from the reference
+    wanted = example.reference.split("return ")[1]
+    first = annotation["textual_feedback"].split("`.")[0]
+    assert first.endswith(f"`{wanted}") and "hidden tests" not in first
 
 
 def test_critic_praises_a_correct_response_however_written():

@@ -112,6 +112,8 @@ def test_wrong_city():
     assert spans(WHERE, "Omar lives in Rome.") == ([], ["in Rome"])
     feedback = qa.critique(WHERE, "Omar lives in Rome.")["textual_feedback"]
     assert "Rome" in feedback and "Omar lives in Oslo" in feedback
+    # the reasoning before the verdict: the passage's fact opens the critique, the wrong city follows
+    assert feedback.index("Omar lives in Oslo") < feedback.index("Rome") and "Rome" not in feedback.split(".")[0]
 
 
 def test_wrong_person_for_who():

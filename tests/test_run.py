@@ -38,13 +38,42 @@ def test_showcase_tokens_line_up_with_their_responses(run_all):
             assert set(example["change"]) == set(text2grad.METHODS)
 
 
+def test_sft_curve(run_all):
+    for task in TASKS:
+        results = json.loads((run_all / task / "results.json").read_text())
+        # tiny: 20 SFT steps, a point every 10; the last point is the policy the run evaluates
+        curve = results["sft_training"]["curve"]
+        assert [step for step, _ in curve] == [10, 20]
+        assert curve[-1][1] == {k: v for k, v in results["sft"]["validation"].items() if k in curve[-1][1]}
+        assert (run_all / task / "sft_curve.svg").read_text().startswith("<svg")
+
+
+def test_reward_model_seeds(run_all, tmp_path):
+    text2grad.main(["--preset", "tiny", "--task", "qa", "--seeds", "2", "--reward-seeds", "2", "--out", str(tmp_path)])
+    results = json.loads((tmp_path / "qa" / "results.json").read_text())
+    one_seed = json.loads((run_all / "qa" / "results.json").read_text())
+    rm = results["reward_model"]
+    for name in ("cot", "no_cot"):  # two seeds each; the first is the model PPO uses, as in a one-seed run
+        assert len(rm[name]["seeds"]["positive_f1"]) == 2
+        assert rm[name]["seeds"]["negative_f1"][0] == rm[name]["negative_f1"] == one_seed["reward_model"][name]["negative_f1"]
+    assert all(len(v) == 1 for v in rm["scalar"]["seeds"].values())
+    for metric in ("positive_f1", "negative_f1"):
+        by_hand = [a - b for a, b in zip(rm["cot"]["seeds"][metric], rm["no_cot"]["seeds"][metric])]
+        assert results["reward_paired"][metric]["per_seed"] == pytest.approx(by_hand)
+    assert results["methods"]["text2grad"]["scores"] == one_seed["methods"]["text2grad"]["scores"]
+
+
 def test_every_run_writes_a_report(run_all):
+    metrics = {task: set(json.loads((run_all / task / "results.json").read_text())["sft"]["test"]) for task in TASKS}
     for task in TASKS:
         page = Page((run_all / task / "report.html").read_text(encoding="utf-8"))
-        # two charts: the validation metric and the value head's explained variance
-        assert sorted(page.curves) == sorted(list(text2grad.METHODS) * 2)
+        # three charts: the SFT curve (one line per task metric), the PPO validation metric and the
+        # value head's explained variance
+        sft_lines = [c for c in page.curves if c not in text2grad.METHODS]
+        assert sorted(c for c in page.curves if c in text2grad.METHODS) == sorted(list(text2grad.METHODS) * 2)
+        assert set(sft_lines) <= metrics[task] and text2grad.get_task(task).PRIMARY in sft_lines
     page = Page((run_all / "report.html").read_text(encoding="utf-8"))
-    assert sorted(page.curves) == sorted(list(text2grad.METHODS) * 2 * len(TASKS))
+    assert sorted(c for c in page.curves if c in text2grad.METHODS) == sorted(list(text2grad.METHODS) * 2 * len(TASKS))
     responses = {side["response"] for task in TASKS
                  for entry in json.loads((run_all / task / "results.json").read_text())["showcase"]
                  for side in (entry["sft"], entry["text2grad"])}

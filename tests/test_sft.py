@@ -44,7 +44,7 @@ def test_checkpoint_round_trip(tmp_path, tokenizer):
 def test_tiny_sft_memorises_demonstrations(tokenizer):
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=96, n_layer=2, n_head=2, n_embd=32))
-    losses = sft.train_sft(model, tokenizer, EXAMPLES, steps=150, batch_size=8, lr=1e-2, device="cpu", seed=0)
+    losses, _ = sft.train_sft(model, tokenizer, EXAMPLES, steps=150, batch_size=8, lr=1e-2, device="cpu", seed=0)
     assert losses[-1] < 0.05 < losses[0]
     responses, _ = sft.respond(model, tokenizer, [e.prompt for e in EXAMPLES])
     assert responses == [e.demonstration for e in EXAMPLES]
