@@ -71,7 +71,6 @@ from sft import (MAX_NEW_TOKENS, evaluate, flaw_rates, mean_metrics, policy_prom
 #   sft_eval_every  steps between points of the SFT learning curve (greedy validation metrics)
 #   ppo             PPOConfig fields; eval_every: updates between points of the PPO validation curve;
 #   lambdas         the GAE lambda grid each method chooses from on validation (ppo_stage)
-#   tasks           a task's own budget, laid over the rest (preset_for)
 PRESETS = {
     "default": dict(train=4000, annotated=4000, demonstrations=38400, validation=200, test=200, vocab_size=1024,
                     sft_steps=1200, batch_size=32, lr=2e-3, sft_eval_every=200,
@@ -120,12 +119,6 @@ COMPARISONS = [("text2grad", "ppo_scalar"), ("oracle", "oracle_scalar"), ("oracl
 SEEDED_METRICS = ("positive_f1", "negative_f1", "exact_span_match", "critique_rougeL")  # kept per reward-model seed
 MAX_SKIPPED = 0.1  # the share of a split's annotated records that may be skipped (a span not in the response)
 SHOWN = 6          # test prompts the report shows token by token (the first whose SFT response is blamed)
-
-
-def preset_for(name, task_name):
-    """The preset `name` with the task's own budget (its "tasks" entry) laid over it."""
-    preset = PRESETS[name]
-    return {**preset, **preset.get("tasks", {}).get(task_name, {})}
 
 
 def experiment_splits(task, preset, seed):
@@ -473,7 +466,7 @@ def run(args):
     """The experiment on one task. Each stage is recorded in progress.json when it finishes; with
     --resume, finished stages are loaded from their files instead of run again, and a training
     loop that was stopped continues from its snapshot."""
-    preset = preset_for(args.preset, args.task)
+    preset = PRESETS[args.preset]
     device = parallel.init(pick_device(args.device))  # under torchrun: this rank's device
     if args.compile is None:
         args.compile = device.startswith("cuda")

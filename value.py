@@ -19,8 +19,7 @@ import ppo
 from checkpoint import atomic_save
 from data import get_task
 from sft import MAX_NEW_TOKENS, policy_prompt, primary_score
-from text2grad import (PRESETS, REWARD_MODELS, experiment_splits, fail, load_checkpoint, pick_device, preset_for,
-                       reward_function)
+from text2grad import PRESETS, REWARD_MODELS, experiment_splits, fail, load_checkpoint, pick_device, reward_function
 
 # The value-head settings main compares (PPOConfig fields); the last is PPOConfig's default.
 # "authors" is close to the authors' (TRL's) setting: loss weight 0.1, value clip 0.2, the policy's
@@ -55,8 +54,7 @@ def main(argv=None):
     if missing:
         fail(f"{args.out} has not finished its reward models ({', '.join(missing)} missing); run or --resume "
              f"python text2grad.py first")
-    device, task = pick_device(args.device), get_task(identity["task"])
-    preset = preset_for(identity["preset"], identity["task"])
+    device, task, preset = pick_device(args.device), get_task(identity["task"]), PRESETS[identity["preset"]]
     splits, _ = experiment_splits(task, preset, identity["seed"])
     policy, tokenizer, _ = load_checkpoint(os.path.join(args.out, "sft.pt"), device)
     reward_models = {name: load_checkpoint(os.path.join(args.out, f"reward_{name}.pt"), device, tokenizer)[0]
