@@ -209,7 +209,8 @@ def fit(model, batch_loss, steps, lr, warmup=0, desc="train", seed=0, snapshots=
     gradients clipped to norm 1. batch_loss(step, rng) -> (loss, {name: float} to show), where rng
     is the loop's random.Random(seed); under torchrun batch_loss should call parallel.wrap(model),
     which averages the gradients over ranks. evaluate(model) -> {name: float}, called every
-    eval_every steps (and after the last), in eval mode, gives the learning curve.
+    eval_every steps (and after the last), in eval mode, gives the learning curve (none when
+    evaluate is None or eval_every is 0).
     Returns (the loss per step, the curve [(step, evaluate(model))]).
     snapshots (checkpoint.Snapshots): resume from its saved state if there is one, save it as the
     loop goes; a NaN or infinite loss or gradient norm stops the loop (checkpoint.Diverged)."""
@@ -224,7 +225,7 @@ def fit(model, batch_loss, steps, lr, warmup=0, desc="train", seed=0, snapshots=
         optimizer.load_state_dict(state["optimizer"])
         schedule.load_state_dict(state["schedule"])
         rng.setstate(state["rng"])
-        losses, curve, start = state["losses"], state["curve"], state["step"]
+        losses, curve, start = state["losses"], state.get("curve", []), state["step"]  # no curve: older snapshot
     model.train()
     bar = tqdm(range(start, steps), initial=start, total=steps, desc=desc, leave=False,
                disable=not parallel.main_process())

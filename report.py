@@ -40,7 +40,7 @@ COLOURS = {"sft": "#7f7f7f", "ppo_scalar": "#e08a1e", "text2grad": "#1f6fb4", "t
            "oracle_scalar": "#b5892f", "oracle": "#2f9e44"}
 LABELS = {"sft": "SFT policy", "ppo_scalar": "scalar PPO", "text2grad": "Text2Grad", "text2grad_no_cot":
           "Text2Grad, no critique", "oracle_scalar": "critic, summed on the last token", "oracle": "critic's spans"}
-PALETTE = ("#1f6fb4", "#e08a1e", "#2f9e44", "#8e5bb5")
+PALETTE = ("#222222", "#c2185b", "#00838f", "#9e9d24")  # not the methods' colours
 DELTA_CLASS = {-1: "poor", 0: "neutral", 1: "good"}
 
 CSS = """
@@ -200,7 +200,8 @@ def explained_variance_series(results):
 
 
 def curves_svg(methods, metric, width=640, height=300, x_label="PPO update", standalone=False):
-    """Mean curve per PPO method with its 95% band; one <polyline class="curve"> each. methods:
+    """Mean curve per series (a PPO method, or an SFT metric) with its 95% band; one <polyline
+    class="curve"> each. methods:
     {name: {"curve": [[update, value]], "curve_ci95": [[update, half-width]]}}; metric names the y axis,
     x_label the x axis. standalone: an SVG file of its own (legend inside, under the plot), not a
     chart and an HTML legend for the report."""

@@ -97,6 +97,9 @@ class Progress:
         except (ValueError, KeyError, TypeError):
             fail(f"--resume: {self.path} is damaged; run without --resume to start again")
         for key, value in identity.items():
+            if key not in old:
+                fail(f"--resume: {out} was made by an older version of text2grad (its progress.json has no "
+                     f"{key}); run without --resume, or use another --out")
             if old.get(key) != value:
                 fail(f"--resume: {out} was started with {key} {old.get(key)!r}, not {value!r}; resume with "
                      f"the same flags, or use another --out")

@@ -43,10 +43,10 @@ def sft_batch(tokenizer, examples, device):
 
 def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed, snapshots=None, evaluate=None,
               eval_every=0):
-    """Next-token cross-entropy on the demonstrations (model.fit, 5% warm-up). Batches are drawn with
-    replacement between batches, so a pool of steps * batch_size demonstrations is seen about once
-    each (fresh data: nothing to memorise). Returns (the loss per step, the curve of
-    evaluate(model) every eval_every steps): see model.fit."""
+    """Next-token cross-entropy on the demonstrations (model.fit, 5% warm-up). Each batch is drawn at
+    random from the whole pool, so from a pool of about steps * batch_size demonstrations each is
+    seen once on average (and none often enough to be memorised). Returns (the loss per step, the
+    curve of evaluate(model) every eval_every steps): see model.fit."""
     net = parallel.wrap(model)
 
     def batch_loss(step, rng):

@@ -171,9 +171,11 @@ def run(args):
 
     tokenizer = t2g.tokenizer_stage(facts, train, preset["vocab_size"], args.out, progress)
     results.update(progress["data"])
-    # SFT cycles over the 4000 training demonstrations (the main run draws fresh ones): a site is a
-    # copy from the prompt, which these trunks learn without fresh data (reward-model span F1 >= 0.94)
-    model = t2g.sft_stage(facts, train, [], tokenizer, preset, device, args.seed, args.out, progress)
+    # SFT samples its batches from the 4000 training demonstrations (the main run draws from a pool
+    # as large as its steps): a site is a copy from the prompt, which these trunks learn without
+    # fresh data (reward-model span F1 >= 0.94). No SFT curve (the presets have no sft_eval_every).
+    validation = [e for k in facts.KS for e in per_k[k]["validation"]]
+    model = t2g.sft_stage(facts, train, validation, tokenizer, preset, device, args.seed, args.out, progress)
     results["sft_training"] = progress["sft"]
 
     # How the SFT policy's sites go wrong, sampled (what PPO starts from) and greedy (what the metric reads)

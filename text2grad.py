@@ -66,8 +66,10 @@ from sft import (MAX_NEW_TOKENS, evaluate, flaw_rates, mean_metrics, policy_prom
 #   train           PPO's training prompts
 #   annotated       training prompts whose sampled responses (samples_per_prompt each) the critic
 #                   annotates for the reward models
-#   demonstrations  the SFT pool, about sft_steps * batch_size: each seen about once (fresh data,
-#                   nothing to memorise; experiment_splits)
+#   demonstrations  the SFT pool; batches are drawn from it at random, so with about
+#                   sft_steps * batch_size each is seen once on average (fresh data, nothing to
+#                   memorise; experiment_splits). "large" draws each about 4 times, to keep the
+#                   pool's generation and memory small
 #   sft_eval_every  steps between points of the SFT learning curve (greedy validation metrics)
 #   ppo             PPOConfig fields; eval_every: updates between points of the PPO validation curve;
 #   lambdas         the GAE lambda grid each method chooses from on validation (ppo_stage)
@@ -124,7 +126,8 @@ SHOWN = 6          # test prompts the report shows token by token (the first who
 def experiment_splits(task, preset, seed):
     """(splits, demonstrations): held-out splits of the preset's sizes and a pool of
     preset["demonstrations"] training demonstrations for SFT, about as many as its steps draw, so
-    that it sees each about once (fresh data: nothing to memorise). splits["train"], the prompts PPO
+    that it sees each once on average (fresh data: nothing to memorise). The tokenizer and the
+    data statistics read splits["train"] only. splits["train"], the prompts PPO
     trains on, is the pool's first preset["train"]; the reward models' annotations sample its first
     preset["annotated"]. The same for the same seed; no training prompt is a held-out one
     (data.make_splits)."""
@@ -268,35 +271,37 @@ def check_skipped(stats, where):
 def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out, progress, names=tuple(REWARD_MODELS)):
     """Train (or, when resuming, load) and evaluate the reward models `names` (of REWARD_MODELS) on
     the annotated records ({split: records}) and their encodings ({split: items}), each starting from
-    a copy of `trunk`. The span models are trained once per seed of `seeds` (the same batches for cot
-    and no_cot at a seed, so a seed is a pair), the first seed's kept for PPO; the scalar model once.
-    Returns ({name: the first seed's test metrics, with "seeds": {metric: [per seed]}}, {name: model})."""
+    a copy of `trunk` with a zero-initialised head. The span models are trained once per seed of
+    `seeds` (--seed, --seed+1, ...: the seed sets only the minibatch order, the same for cot and
+    no_cot, so a seed is a pair); the first seed's model, saved as reward_{name}.pt, is the one PPO
+    uses. The scalar model is trained once. Each is evaluated on test (reported) and on validation
+    (for comparing settings, e.g. --reward-start, without reading test).
+    Returns ({name: the first seed's metrics, with "seeds": {metric: [per seed]}}, {name: model})."""
     results, models = {}, {}
     for name in names:
         kind, cot = REWARD_MODELS[name]
-        for seed in seeds if kind == "span" else seeds[:1]:
-            first = seed == seeds[0]
-            stage, start = f"reward/{name}" + ("" if first else f"/{seed}"), time.time()
-            path = os.path.join(out, f"reward_{name}.pt")
+        stages = {seed: f"reward/{name}" + ("" if seed == seeds[0] else f"/{seed}")
+                  for seed in (seeds if kind == "span" else seeds[:1])}
+        for seed, stage in stages.items():
             if stage in progress:
                 continue
+            start = time.time()
             model = RewardModel(copy.deepcopy(trunk), kind, cot).to(device)
             snapshots = progress.snapshots(stage.replace("/", "_"))
             losses = train_reward_model(model, tokenizer, encoded["train"], preset["reward_steps"], preset["batch_size"],
                                         preset["reward_lr"], device, seed, desc=f"reward model ({name}, seed {seed})",
                                         snapshots=snapshots)
-            if first:
-                save_checkpoint(path, model, tokenizer, preset["reward_steps"], kind=kind, cot=cot)
+            if seed == seeds[0]:
+                save_checkpoint(os.path.join(out, f"reward_{name}.pt"), model, tokenizer, preset["reward_steps"],
+                                kind=kind, cot=cot)
             metrics, _, _ = evaluate_reward_model(model, tokenizer, records["test"], encoded["test"])
             validation, _, _ = evaluate_reward_model(model, tokenizer, records["validation"], encoded["validation"])
-            metrics.update(final_loss=sum(losses[-20:]) / len(losses[-20:]), validation=validation)  # choices read validation
+            metrics.update(final_loss=sum(losses[-20:]) / len(losses[-20:]), validation=validation)
             snapshots.clear()
             progress.finish(stage, metrics, start)
         models[name] = load_checkpoint(os.path.join(out, f"reward_{name}.pt"), device, tokenizer, trunk.config)[0]
-        runs = [progress[f"reward/{name}" + ("" if seed == seeds[0] else f"/{seed}")]
-                for seed in (seeds if kind == "span" else seeds[:1])]
-        stages = [f"reward/{name}" + ("" if seed == seeds[0] else f"/{seed}") for seed in seeds[:len(runs)]]
-        results[name] = {**runs[0], "time_s": sum(progress.time(stage) for stage in stages),
+        runs = [progress[stage] for stage in stages.values()]
+        results[name] = {**runs[0], "time_s": sum(progress.time(stage) for stage in stages.values()),
                          "seeds": {k: [run[k] for run in runs] for k in SEEDED_METRICS if k in runs[0]}}
     return results, models
 
@@ -579,14 +584,17 @@ def run(args):
                                                           reward_models["cot"])}, start)
     results.update(progress["showcase"])
     stages = {"data": ["data"], "sft": ["sft"], "evaluate": ["evaluate"], "annotate": ["annotate"],
-              "reward_models": [stage for stage in progress.done if stage.startswith("reward/")] + (
-                  ["reference_trunk"] if "reference_trunk" in progress else []),
+              "reference_trunk": ["reference_trunk"] if "reference_trunk" in progress else [],
+              "reward_models": [f"reward/{name}" + ("" if seed == args.seed else f"/{seed}")
+                                for name, (kind, _) in REWARD_MODELS.items()
+                                for seed in (reward_seeds if kind == "span" else reward_seeds[:1])],
               "ppo": [stage for stage in progress.done if stage.startswith(("ppo/", "test/"))],
               "credit_landing": ["credit_landing"], "showcase": ["showcase"]}
     results["wall_time_s"] = {key: sum(progress.time(s) for s in names) for key, names in stages.items()}
     atomic_save(json.dumps(results, indent=2), path("results.json"))
-    atomic_save(report.curves_svg(report.sft_curve_series(results), "validation", x_label="SFT step",
-                                  standalone=True), path("sft_curve.svg"))  # the README's figure
+    if results["sft_training"]["curve"]:  # the README's figure
+        atomic_save(report.curves_svg(report.sft_curve_series(results), "validation", x_label="SFT step",
+                                      standalone=True), path("sft_curve.svg"))
     write_report(args.out)
     print_results(task, results)
     print_showcase(results["showcase"][:3])

@@ -382,7 +382,7 @@ def critique(example, response):
 
 
 def _judge(example, response):
-    """The critique without its opening statement of the spec."""
+    """The critique without its opening statement of the spec (whose wording is keyed to the reference)."""
     # Wording varies with the response but is the same every time for the same response.
     rng = random.Random(zlib.crc32(str(response).encode("utf-8", "surrogatepass")))
     try:

@@ -52,6 +52,7 @@ def test_malformed_annotation_file(tmp_path, capsys, line, message):
 
 @pytest.mark.parametrize("argv, message", [
     (["--seeds", "0"], "--seeds must be at least 1"),
+    (["--reward-seeds", "0"], "--reward-seeds must be at least 1"),
     (["--checkpoint-every", "-1"], "--checkpoint-every must be 0 or more"),
     (["--resume"], "nothing to resume"),
     (["--annotations", "/no/such/folder"], "cannot read /no/such/folder/annotations_train.jsonl"),

@@ -154,3 +154,14 @@ def test_the_tokenizer_learns_from_the_training_split_only(setup):
     texts = set(training_texts(task, splits["train"]))
     held_out = {t for split in ("validation", "test") for e in splits[split] for t in (e.prompt, e.reference)}
     assert texts and not texts & held_out
+
+
+def test_experiment_splits_share_one_pool():
+    task = get_task("qa")
+    preset = dict(train=30, annotated=50, demonstrations=120, validation=10, test=10)
+    splits, pool = text2grad.experiment_splits(task, preset, seed=3)
+    held_out = {e.prompt for split in ("validation", "test") for e in splits[split]}
+    assert len(pool) == 120 and not held_out & {e.prompt for e in pool}  # qa: no prompt in both, none dropped
+    assert splits["train"] == pool[:30]  # PPO's prompts are the pool's first; the annotated are pool[:50]
+    # the pool is one draw: its first 30 are what a 30-prompt draw gives (the same seed's generator)
+    assert [e.prompt for e in pool[:30]] == [e.prompt for e in make_splits(task, {**preset, "train": 30}, 3)["train"]]

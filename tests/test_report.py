@@ -164,3 +164,13 @@ def test_thresholds_chart_places_points_by_hand():
     # x: two K in a plot from 56 to 450, at its quarter and three quarters
     circles = re.findall(r'<circle cx="([\d.]+)" cy="([\d.]+)"', svg)
     assert [(float(x), float(y)) for x, y in circles] == [(154.5, 12 + 10 / 16 * 248), (351.5, 12 + 13 / 16 * 248)]
+
+
+def test_standalone_curve_svg_coordinates():
+    # one series, (200, 0.5) and (400, 0.7); plot 56..624 wide, 12..238 high (62 below for the legend);
+    # the y range is padded by 5% of 0.2: 0.49..0.71. By hand: x 56 and 624; y 12 + 226 * (0.71 - v) / 0.22
+    series = {"right_answer": {"curve": [[200, 0.5], [400, 0.7]], "curve_ci95": [[200, 0.0], [400, 0.0]]}}
+    svg = report.curves_svg(series, "validation", x_label="SFT step", standalone=True)
+    assert svg.startswith("<svg") and svg.endswith("</svg>") and "<p>" not in svg  # no HTML legend
+    assert 'points="56.0,227.7 624.0,22.3"' in svg
+    assert ">SFT step</text>" in svg and ">right_answer</text>" in svg  # axis label and legend, inside the SVG

@@ -53,14 +53,26 @@ def test_reward_model_seeds(run_all, tmp_path):
     results = json.loads((tmp_path / "qa" / "results.json").read_text())
     one_seed = json.loads((run_all / "qa" / "results.json").read_text())
     rm = results["reward_model"]
+    def metrics(m):
+        return {k: v for k, v in m.items() if k not in ("seeds", "time_s")}
     for name in ("cot", "no_cot"):  # two seeds each; the first is the model PPO uses, as in a one-seed run
-        assert len(rm[name]["seeds"]["positive_f1"]) == 2
-        assert rm[name]["seeds"]["negative_f1"][0] == rm[name]["negative_f1"] == one_seed["reward_model"][name]["negative_f1"]
-    assert all(len(v) == 1 for v in rm["scalar"]["seeds"].values())
+        assert len(rm[name]["seeds"]["positive_f1"]) == len(rm[name]["seeds"]["negative_f1"]) == 2
+        assert metrics(rm[name]) == metrics(one_seed["reward_model"][name])
+    assert rm["scalar"]["seeds"] == {} and metrics(rm["scalar"]) == metrics(one_seed["reward_model"]["scalar"])
     for metric in ("positive_f1", "negative_f1"):
         by_hand = [a - b for a, b in zip(rm["cot"]["seeds"][metric], rm["no_cot"]["seeds"][metric])]
         assert results["reward_paired"][metric]["per_seed"] == pytest.approx(by_hand)
     assert results["methods"]["text2grad"]["scores"] == one_seed["methods"]["text2grad"]["scores"]
+
+
+def test_reward_models_from_a_trunk_trained_on_the_references(tmp_path):
+    text2grad.main(["--preset", "tiny", "--task", "code", "--reward-start", "references", "--out", str(tmp_path)])
+    results = json.loads((tmp_path / "code" / "results.json").read_text())
+    assert results["reward_start"] == "references" and [s for s, _ in results["reference_trunk"]["curve"]] == [10, 20]
+    assert results["wall_time_s"]["reference_trunk"] > 0
+    # resuming with the other start is refused: the reward models would not match the flag
+    with pytest.raises(SystemExit):
+        text2grad.main(["--preset", "tiny", "--task", "code", "--out", str(tmp_path), "--resume"])
 
 
 def test_every_run_writes_a_report(run_all):
