@@ -8,6 +8,7 @@ Every run of text2grad.py writes report.html next to its results.json (and, for 
 page for all tasks in --out). The page is standard-library HTML with inline CSS and SVG: no
 scripts, fonts or network, so it opens offline in any browser. It shows, per task:
 
+    SFT            the SFT policy's greedy validation metrics against its training step
     results        the 2x2 of methods (who judges x where the reward lands), test metric per method
                    (mean and 95% interval over seeds), each method's GAE lambda and its validation
                    grid, the paired differences between methods
@@ -18,7 +19,8 @@ scripts, fonts or network, so it opens offline in any browser. It shows, per tas
                    critiques
     credit landing tokens coloured by how much one PPO update moved log pi(y_t), Text2Grad beside
                    scalar PPO on the same response
-    reward model   the confusion matrix of token labels, span F1, and the alignment statistics
+    reward model   the confusion matrix of token labels, span F1 (per seed, and cot - no_cot paired
+                   over seeds, with --reward-seeds), and the alignment statistics
 
 A K sweep's results.json (sweep.py) gets its own section: updates to close 50% and 90% of the gap
 against K (SVG), the ratios with their bootstrap intervals, test results, learning curves per K,

@@ -9,7 +9,8 @@ Run `python text2grad.py --help` for the flags. Everything a run makes goes into
     sft.pt                      the SFT policy checkpoint (weights, model config, tokenizer, step)
     samples.jsonl               greedy SFT test responses with the critic's annotation
     annotations_{split}.jsonl   sampled SFT responses annotated by the critic (reward-model data)
-    reward_{cot,no_cot,scalar}.pt  the reward models
+    reference_trunk.pt          with --reward-start references: the reward models' trunk, trained on the references
+    reward_{cot,no_cot,scalar}.pt  the reward models (the first --reward-seeds seed's, the ones PPO uses)
     ppo_{method}.pt             the policy after PPO with each reward, first seed
     ppo_{method}_lambda{l}_seed{s}.pt  each PPO run's policy until its test evaluation (then removed)
     samples_{method}.jsonl      its greedy test responses with the critic's annotation, first seed
@@ -24,14 +25,16 @@ Run `python text2grad.py --help` for the flags. Everything a run makes goes into
 
 Seeds: --seeds N repeats the PPO stage N times (seed, seed+1, ...), each method from the same SFT
 policy and reward models; the interval over seeds is therefore the spread of PPO itself (rollout
-sampling, minibatch order), not of SFT or reward-model training, which run once. For a given seed
+sampling, minibatch order), not of SFT or reward-model training, which run once. --reward-seeds N
+trains the span reward models N times (seed, seed+1, ...: only their minibatch order differs), to
+compare the critique with its ablation beyond that spread; PPO uses the first. For a given seed
 every method draws the same training prompts in the same order, so methods are compared seed by
 seed (stats.paired_difference). The first seed's run at the chosen lambda is the one that won the
 lambda grid on validation, so it is selected, not drawn: a small optimistic bias on that seed, the
 same procedure for every method.
 
 Simplifications, on purpose: one fixed learning-rate schedule, no gradient accumulation, no mixed
-precision; the whole dataset lives in memory (it is a few thousand short strings).
+precision; the whole dataset lives in memory (tens of thousands of short strings).
 """
 import argparse
 import copy
