@@ -8,7 +8,7 @@ Three parts, each measured side by side in one run, so the ratios mean something
 1. The hot loss path in three forms on the same inputs:
      naive    full log_softmax, then gather; entropy from the full probabilities (what most code does)
      eager    ppo.py's math run eagerly: logsumexp and one exp per logit, no full log-softmax
-     compiled the same function through torch.compile (what the PPO loop uses on CUDA)
+     compiled the same function through torch.compile (what the PPO loop uses with --compile)
    in two modes: rollout (no grad: log-probs, entropy, the reference's log-probs from a second
    logits tensor) and training (ppo_loss forward and backward with respect to logits and values).
    Reported per shape: time against naive (median after warm-up), extra peak memory over the size
@@ -18,8 +18,10 @@ Three parts, each measured side by side in one run, so the ratios mean something
    each form against a float64 computation.
 2. Generation: tokens per second with the KV cache and by recomputing the whole prefix each step.
 3. One PPO update end to end on the same batch: Text2Grad (its reward model writes a critique
-   first) against scalar PPO. Uses the trained models in runs/summarize when they exist (run
-   `python text2grad.py` first); otherwise untrained ones, whose critiques run to the length limit.
+   first) against scalar PPO; then Text2Grad's update again with the loss path compiled, and the
+   seconds its compilation costs (what decides --compile's default). Uses the trained models in
+   runs/summarize when they exist (run `python text2grad.py` first); otherwise untrained ones,
+   whose critiques run to the length limit.
 
 Peak memory on CPU is the process's peak resident set (reset through /proc/self/clear_refs, Linux
 only), with glibc told, for that measurement only, to return every large block to the system at
@@ -305,8 +307,9 @@ def bench_generation(device, lengths, batch_size=16, prompt_len=16):
 # ---------------------------------------------------------------------------------------------
 # One PPO update: Text2Grad against scalar PPO on the same batch
 
-def bench_ppo_update(device, batch_size, compile):
+def bench_ppo_update(device, batch_size, compare_compile=True):
     import copy
+    import dataclasses
 
     import text2grad
     from data import get_task, make_splits
@@ -330,17 +333,28 @@ def bench_ppo_update(device, batch_size, compile):
                          for name, kind in (("cot", "span"), ("scalar", "scalar"))}
         source = "untrained models (run python text2grad.py first for trained ones)"
     config = ppo.PPOConfig(batch_size=batch_size, minibatch_size=min(32, batch_size),
-                           max_new_tokens=text2grad.MAX_NEW_TOKENS, compile=compile)
+                           max_new_tokens=text2grad.MAX_NEW_TOKENS)
     examples = splits["train"][:batch_size]
     prompts = [text2grad.policy_prompt(tokenizer, e.prompt) for e in examples]
     model = ppo.ActorCritic(copy.deepcopy(policy))
     state = copy.deepcopy(model.state_dict())
-    for attempt in range(2):  # the first pass is a warm-up (and compiles, on CUDA); the second is timed
+    for attempt in range(2):  # the first pass is a warm-up; the second is timed
         seconds, update, tokens = one_update(task, tokenizer, examples, prompts, model, policy, reward_models,
                                              config, state, device)
-    return {"models": source, "batch": batch_size, "response_tokens": int(tokens), "seconds": seconds,
-            "update_s": update, "tokens_per_s": {name: tokens / s for name, s in update.items()},
-            "text2grad_over_scalar": update["text2grad"] / update["ppo_scalar"]}
+    result = {"models": source, "batch": batch_size, "response_tokens": int(tokens), "seconds": seconds,
+              "update_s": update, "tokens_per_s": {name: tokens / s for name, s in update.items()},
+              "text2grad_over_scalar": update["text2grad"] / update["ppo_scalar"]}
+    if not compare_compile:
+        return result
+    # --compile's default: the same update with the loss path compiled. The first pass pays the
+    # compilation (inductor's caches off, as on a new machine); the second is timed.
+    torch._dynamo.reset()
+    compiled = dataclasses.replace(config, compile=True)
+    with torch._inductor.config.patch(force_disable_caches=True):
+        first = one_update(task, tokenizer, examples, prompts, model, policy, reward_models, compiled, state, device)[1]
+    warm = one_update(task, tokenizer, examples, prompts, model, policy, reward_models, compiled, state, device)[1]
+    return {**result, "compiled_update_s": warm, "compile_s": first["text2grad"] - warm["text2grad"],
+            "compiled_over_eager": warm["text2grad"] / update["text2grad"]}
 
 
 def one_update(task, tokenizer, examples, prompts, model, policy, reward_models, config, state, device):
@@ -448,13 +462,15 @@ def main():
               f"{row['recompute_tok_s']:>8.0f}, speed-up {row['speedup']:.1f}x")
 
     print("\none PPO update on the same batch of summarize prompts")
-    result["ppo_update"] = bench_ppo_update(device, 32 if args.quick else 64, compile=device == "cuda")
+    result["ppo_update"] = bench_ppo_update(device, 32 if args.quick else 64)
     u = result["ppo_update"]
     print(f"  {u['models']}; {u['batch']} prompts, {u['response_tokens']} response tokens")
     print("  seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in u["seconds"].items()))
     print(f"  update: Text2Grad {u['update_s']['text2grad']:.2f} s ({u['tokens_per_s']['text2grad']:.0f} tok/s), "
           f"scalar PPO {u['update_s']['ppo_scalar']:.2f} s ({u['tokens_per_s']['ppo_scalar']:.0f} tok/s): "
           f"Text2Grad costs {u['text2grad_over_scalar']:.2f}x")
+    print(f"  with the loss path compiled (--compile): Text2Grad's update takes {u['compiled_over_eager']:.2f}x "
+          f"the eager one's time, after {u['compile_s']:.1f} s of compilation")
 
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     tmp = f"{args.out}.tmp"

@@ -9,8 +9,12 @@ Padding: a batch may be left-padded (generation, PPO) or right-padded (SFT). Wit
 attention_mask, positions are counted over real tokens only and padded keys are never attended to,
 so a sequence gets the same numbers whatever its padding (tests/test_model.py checks this).
 
+Precision: weights, gradients and the optimizer are float32. On CUDA the forward pass runs under
+bf16 autocast (matmuls and attention in bf16; LayerNorm, softmax and every loss in float32), unless
+model.bf16 is set to False; on CPU everything is float32, so CPU runs are bit-exact.
+
 Left out on purpose: dropout in use (RL needs none, and the toy data is plentiful), weight decay
-groups, flash-attention switches, mixed precision, any parallelism.
+groups, flash-attention switches, any parallelism (parallel.py wraps the model from outside).
 """
 import math
 import random
@@ -90,6 +94,7 @@ class GPT(nn.Module):
         self.wpe = nn.Embedding(config.block_size, config.n_embd)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.n_embd)
+        self.bf16 = True  # bf16 autocast of the forward pass on CUDA (not saved: a run-time choice)
         self.apply(self._init_weights)
         for name, p in self.named_parameters():
             if name.endswith("attn.proj.weight") or name.endswith("mlp.2.weight"):
@@ -114,8 +119,14 @@ class GPT(nn.Module):
         return hidden, self.lm_head(hidden)
 
     def lm_head(self, hidden):
-        """Logits from hidden states: the tied output embedding. (..., C) -> (..., V)"""
-        return hidden @ self.wte.weight.T
+        """Logits from hidden states: the tied output embedding. (..., C) -> (..., V); bf16 under
+        autocast (the loss path casts them to float32 as it reads them)."""
+        with self.autocast(hidden.device):
+            return hidden @ self.wte.weight.T
+
+    def autocast(self, device):
+        """bf16 autocast on CUDA when self.bf16, a no-op context otherwise."""
+        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.bf16 and device.type == "cuda")
 
     def hidden_states(self, idx, attention_mask=None, cache=None):
         """forward() without the logits: (B, T, C), for callers that need the logits of a few
@@ -136,12 +147,13 @@ class GPT(nn.Module):
             # (B, 1, T, S): causal and real keys only; a query may always see itself, so the rows
             # of padding positions are never empty (an empty row would make softmax NaN).
             mask = ((key <= query) & attention_mask.bool()[:, None, None, :]) | (key == query)
-        x = self.wte(idx) + self.wpe(positions)  # (B, T, C)
-        for layer, block in enumerate(self.blocks):
-            x = block(x, mask, cache, layer)
-        if cache is not None:
-            cache.length += T
-        return self.ln_f(x)
+        with self.autocast(idx.device):
+            x = self.wte(idx) + self.wpe(positions)  # (B, T, C)
+            for layer, block in enumerate(self.blocks):
+                x = block(x, mask, cache, layer)
+            if cache is not None:
+                cache.length += T
+            return self.ln_f(x)  # float32: autocast runs LayerNorm in float32
 
 
 def token_logprobs(logits, targets, temperature=1.0):
@@ -164,7 +176,8 @@ def left_pad(sequences, pad_id, device=None):
 
 
 @torch.no_grad()
-def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, greedy=False, generator=None):
+def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, greedy=False, generator=None,
+             check_every=None):
     """Sample responses for a batch of prompts with a KV cache.
 
     prompts: list of B token-id lists (different lengths are left-padded).
@@ -173,6 +186,10 @@ def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, gr
       logprobs log pi(token) at `temperature` (the distribution that was sampled; for greedy
                decoding, the distribution at `temperature` too)
       mask     1 for real response tokens, the EOS included; 0 after it
+    The loop stops once every sequence has its EOS. Asking "all done?" waits for the device, so it
+    is asked every check_every tokens (default: every token on CPU, where it is free, every 8 on a
+    GPU, which runs ahead meanwhile); the columns past the longest response are then cut, so the
+    result is the same whatever check_every is.
     """
     device = next(model.parameters()).device
     idx, attention_mask = left_pad(prompts, pad_id, device)
@@ -183,8 +200,9 @@ def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, gr
     cache = KVCache(model.config, B, P + max_new_tokens, device, next(model.parameters()).dtype)
     logits = model(idx, attention_mask, cache)[1][:, -1]  # (B, V)
     done = torch.zeros(B, dtype=torch.bool, device=device)
+    check_every = check_every or (1 if device.type == "cpu" else 8)
     tokens, logprobs, masks = [], [], []
-    for _ in range(max_new_tokens):
+    for step in range(max_new_tokens):
         if greedy:
             token = logits.argmax(-1)
         else:
@@ -196,17 +214,20 @@ def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, gr
         logprobs.append(token_logprobs(logits, token, temperature) * alive)
         masks.append(alive.long())
         done = done | (token == eos_id)
-        if done.all():
+        if (step + 1) % check_every == 0 and done.all():
             break
-        attention_mask = torch.cat([attention_mask, alive.long()[:, None]], dim=1)
-        logits = model(token[:, None], attention_mask, cache)[1][:, -1]
-    return torch.stack(tokens, 1), torch.stack(logprobs, 1), torch.stack(masks, 1)
+        if step + 1 < max_new_tokens:
+            attention_mask = torch.cat([attention_mask, alive.long()[:, None]], dim=1)
+            logits = model(token[:, None], attention_mask, cache)[1][:, -1]
+    masks = torch.stack(masks, 1)
+    N = int(masks.sum(0).nonzero().max()) + 1  # the last column with a real token
+    return torch.stack(tokens, 1)[:, :N], torch.stack(logprobs, 1)[:, :N], masks[:, :N]
 
 
 def fit(model, batch_loss, steps, lr, warmup=0, desc="train", seed=0, snapshots=None, evaluate=None, eval_every=0):
     """The optimisation loop SFT and the reward models share: Adam (no weight decay: the models are
     tiny and the data plentiful), linear warm-up over `warmup` steps, then cosine decay to 10% of lr,
-    gradients clipped to norm 1. batch_loss(step, rng) -> (loss, {name: float} to show), where rng
+    gradients clipped to norm 1. batch_loss(step, rng) -> (loss, {name: 0-d tensor to show}), where rng
     is the loop's random.Random(seed); under torchrun batch_loss should call parallel.wrap(model),
     which averages the gradients over ranks. evaluate(model) -> {name: float}, called every
     eval_every steps (and after the last), in eval mode, gives the learning curve (none when
@@ -231,15 +252,17 @@ def fit(model, batch_loss, steps, lr, warmup=0, desc="train", seed=0, snapshots=
                disable=not parallel.main_process())
     for step in bar:
         loss, parts = batch_loss(step, rng)
-        snapshots.check_finite("the loss", loss.item(), step, desc)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        snapshots.check_finite("the gradient norm", norm.item(), step, desc)
+        # the step's one wait for the device: the loss, the norm and the bar's numbers together
+        loss_value, norm_value, *shown = torch.stack([loss.detach(), norm, *parts.values()]).tolist()
+        snapshots.check_finite("the loss", loss_value, step, desc)  # before the step reaches the weights
+        snapshots.check_finite("the gradient norm", norm_value, step, desc)
         optimizer.step()
         schedule.step()
-        losses.append(loss.item())
-        bar.set_postfix({k: f"{v:.3f}" for k, v in parts.items()}, refresh=False)
+        losses.append(loss_value)
+        bar.set_postfix({k: f"{v:.3f}" for k, v in zip(parts, shown)}, refresh=False)
         if evaluate is not None and eval_every and ((step + 1) % eval_every == 0 or step + 1 == steps):
             model.eval()
             curve.append((step + 1, evaluate(model)))

@@ -15,7 +15,16 @@ The hot loss path (logits -> selected log-probs, entropy, ratio, clipped losses)
 log-softmax: log pi(y) = z_y - logsumexp(z), entropy = logsumexp(z) - sum softmax(z) * z, one exp per
 logit. The compiled version is built with dynamic shapes and takes every coefficient as a 0-d tensor,
 so new batch sizes, response lengths or clip values never trigger a recompile (tests/test_ppo.py
-counts the graphs). Sizes 0 and 1 are the exception: inductor specialises on them.
+counts the graphs). Sizes 0 and 1 are the exception: inductor specialises on them. It is off by
+default (--compile turns it on): at vocabulary 1024 the loss path is a small share of a step, and
+compiling costs more than it saves (bench.py measures both).
+
+On a GPU, every .item() makes the host wait until the device has caught up. An iteration waits once
+per minibatch (whether to skip it, which needs the ratio on the host, and whether its loss is
+finite, asked together), checks the gradient norms once at the end, and reads its logged means
+once. What stays on purpose: GAE's loop over response positions (at most 64 small launches, no
+waits; a closed form would change the sums' order and every number) and the reference's forward
+beside the policy's (other weights, so it cannot be shared).
 
 The value function V. The authors (through TRL) put a linear value head on the policy's trunk,
 scale its loss by 0.1, clip each step to 0.2 around the rollout's value, and let it share the
@@ -76,7 +85,7 @@ class PPOConfig:
     missing_eos_penalty: float = 1.0  # subtracted from the last token's reward when no EOS was sampled
     length_limit: int = 40        # positive deltas fade past this many response tokens (see dense_scores)
     max_ratio: float = 10.0       # skip a minibatch whose mean ratio passes this (the authors use 10)
-    compile: bool = False         # torch.compile the hot loss path
+    compile: bool = False         # torch.compile the hot loss path (--compile)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -108,10 +117,11 @@ def dense_scores(deltas, mask, length_limit=None):
     (~1 before the limit, ~0 a dozen tokens after it; the authors do the same with a sigmoid length
     weight). Blame never fades. The scalar baseline needs no such guard: its one score already
     counts the blamed tokens of a long response."""
-    scores = torch.zeros(mask.shape, device=mask.device)
+    scores = torch.zeros(mask.shape)  # filled on the host, then one copy to the device
     for i, delta in enumerate(deltas):
         n = min(len(delta), scores.shape[1])
         scores[i, :n] = torch.tensor(delta[:n], dtype=torch.float)
+    scores = scores.to(mask.device)
     if length_limit is not None:
         scores = torch.where(scores > 0, scores * length_weight(scores.shape[1], length_limit, scores.device), scores)
     return scores * mask
@@ -314,8 +324,6 @@ def warm_up_value(model, optimizer, batch, scores, config):
     before = explained_variance(model.value(hidden).detach(), returns, mask)
     for step in range(config.value_warmup_steps):
         loss = 0.5 * masked_mean((model.value(hidden) - returns) ** 2, mask)
-        if parallel.any_rank(not math.isfinite(loss.item())):
-            raise Diverged(f"the value warm-up's loss is {loss.item()} at its step {step}")
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         for p in model.value_head.parameters():  # under torchrun, every rank fits the same head
@@ -323,6 +331,11 @@ def warm_up_value(model, optimizer, batch, scores, config):
         torch.nn.utils.clip_grad_norm_(model.value_head.parameters(), 1.0)
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
+    # checked once at the end, not at every step (each check waits for the device): a NaN or an
+    # infinity on the way would have spread to the head's weights and so to the final loss
+    loss = 0.5 * masked_mean((model.value(hidden).detach() - returns) ** 2, mask)
+    if parallel.any_rank(not math.isfinite(loss.item())):
+        raise Diverged(f"the value warm-up's loss is {loss.item()} after its {config.value_warmup_steps} steps")
     return before, explained_variance(model.value(hidden).detach(), returns, mask)
 
 
@@ -396,40 +409,48 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
                     (config.temperature, config.clip, value_clip, config.value_coef, config.entropy_coef)]
     loss_fn = compiled_ppo_loss if config.compile else ppo_loss
     totals, steps, skipped = torch.zeros(len(LOSS_STATS), device=device), 0, 0
+    norms, where = [], []  # every step's gradient norm, checked once after the epochs (no wait per step)
     model.train()
     for epoch in range(config.epochs):
-        epoch_kl, epoch_steps = 0.0, 0
+        epoch_kl, epoch_steps = torch.zeros((), device=device), 0
         order = torch.randperm(B, generator=generator).to(device)
         for i in range(0, B, config.minibatch_size):
             mb = order[i:i + config.minibatch_size]
             logits, values = model(batch["ids"][mb], batch["attention_mask"][mb], batch["start"], mask.shape[1])
             loss, stats = loss_fn(logits, values, batch["tokens"][mb], mask[mb], batch["logprobs"][mb],
                                   batch["values"][mb], advantages[mb], returns[mb], *coefficients)
-            if parallel.all_mean(stats[-1]).item() > config.max_ratio:  # every rank decides alike
+            # The minibatch's one wait for the device: skip it or not, and is its loss finite. Both
+            # decided alike on every rank: the mean ratio over ranks, a non-finite loss on any rank.
+            ratio, not_finite = parallel.all_mean(torch.stack([stats[-1], (~torch.isfinite(loss)).float()])).tolist()
+            if ratio > config.max_ratio:
                 skipped += 1
                 continue
-            where = f"(epoch {epoch}, minibatch {i // config.minibatch_size})"
-            if parallel.any_rank(not math.isfinite(loss.item())):
-                raise Diverged(f"the PPO loss is {loss.item()} {where}")
+            minibatch = f"(epoch {epoch}, minibatch {i // config.minibatch_size})"
+            if not_finite:
+                raise Diverged(f"the PPO loss is {loss.item()} {minibatch}")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             # each group its own gradient clip: the value loss (returns of +-10) must not shrink the policy's step
-            norm = sum(torch.nn.utils.clip_grad_norm_(group["params"], 1.0) for group in optimizer.param_groups)
-            if not math.isfinite(norm.item()):  # averaged over ranks by DDP: the same everywhere
-                raise Diverged(f"the PPO gradient norm is {norm.item()} {where}")
+            norms.append(sum(torch.nn.utils.clip_grad_norm_(group["params"], 1.0) for group in optimizer.param_groups))
+            where.append(minibatch)
             optimizer.step()
             totals, steps = totals + stats, steps + 1
-            epoch_kl, epoch_steps = epoch_kl + stats[3].item(), epoch_steps + 1
-        mean_kl = parallel.all_mean(torch.tensor(epoch_kl / max(1, epoch_steps), device=device)).item()
-        if config.target_kl is not None and epoch_steps and mean_kl > 1.5 * config.target_kl:
-            break
+            epoch_kl, epoch_steps = epoch_kl + stats[3], epoch_steps + 1
+        if config.target_kl is not None and epoch_steps:
+            if parallel.all_mean(epoch_kl / epoch_steps).item() > 1.5 * config.target_kl:
+                break
     model.eval()
-    kl_per_response = parallel.all_mean(kl_tokens.sum(1).mean()).item()
-    kl.update(kl_per_response, B)
-    logged = {name: (totals[i] / max(1, steps)).item() for i, name in enumerate(LOSS_STATS)}
-    logged.update(reward=rewards.sum(1).mean().item(), score=scores.sum(1).mean().item(), kl_ref=kl_per_response,
-                  beta=kl.beta, explained_variance=explained, explained_variance_mc=explained_mc, skipped=skipped,
-                  length=mask.sum(1).mean().item(), eos_rate=batch["ended"].float().mean().item())
+    # A non-finite norm (averaged over ranks by DDP: the same everywhere) has already spoilt the
+    # weights; the run stops here, before this iteration's state is saved.
+    if norms and not torch.isfinite(torch.stack(norms)).all():
+        first = int((~torch.isfinite(torch.stack(norms))).nonzero()[0])
+        raise Diverged(f"the PPO gradient norm is {norms[first].item()} {where[first]}")
+    means = torch.stack([*(totals / max(1, steps)), rewards.sum(1).mean(), scores.sum(1).mean(),
+                         parallel.all_mean(kl_tokens.sum(1).mean()), mask.sum(1).mean(),
+                         batch["ended"].float().mean()]).tolist()  # one copy to the host
+    logged = dict(zip(LOSS_STATS + ("reward", "score", "kl_ref", "length", "eos_rate"), means))
+    kl.update(logged["kl_ref"], B)
+    logged.update(beta=kl.beta, explained_variance=explained, explained_variance_mc=explained_mc, skipped=skipped)
     return logged
 
 

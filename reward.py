@@ -167,14 +167,14 @@ class RewardModel(nn.Module):
         if self.kind == "scalar":
             predicted = self.head(hidden[torch.arange(len(ids)), score_position]).squeeze(-1)  # (B,)
             loss = F.mse_loss(predicted, scores)
-            return loss, {"score_mse": loss.item()}
+            return loss, {"score_mse": loss.detach()}
         span = F.cross_entropy(self.head(hidden).flatten(0, 1), span_labels.flatten(),
                                weight=self.class_weights, ignore_index=IGNORE)
-        parts = {"span": span.item()}
+        parts = {"span": span.detach()}
         loss = span
         if self.cot:
-            critique = F.cross_entropy(logits.flatten(0, 1), critique_targets.flatten(), ignore_index=IGNORE)
-            parts["critique"] = critique.item()
+            critique = F.cross_entropy(logits.float().flatten(0, 1), critique_targets.flatten(), ignore_index=IGNORE)
+            parts["critique"] = critique.detach()
             loss = loss + critique
         return loss, parts
 

@@ -32,11 +32,26 @@ def fail(message):
 
 
 def pick_device(name):
-    """The device to run on; a device torch cannot use ends the run before any work is done."""
+    """The device to run on; a device torch cannot use ends the run before any work is done.
+
+    A CUDA device is checked by count, without touching it: under torchrun every rank would
+    otherwise create a context on cuda:0 before parallel.init moves it to its own GPU. On CUDA,
+    float32 matmuls may use TF32 (a 10-bit mantissa, as the bf16 forward's are coarser still)."""
     if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     try:
-        torch.zeros(1, device=name)
+        device = torch.device(name)
+    except RuntimeError:
+        fail(f"--device {name} is not a device name; try cpu, cuda or cuda:N")
+    if device.type == "cuda":
+        if not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count():
+            fail(f"--device {name} is not available here ({torch.cuda.device_count()} CUDA devices); "
+                 "try --device cpu")
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        return name
+    try:
+        torch.zeros(1, device=device)
     except (RuntimeError, ValueError, AssertionError) as error:
         fail(f"--device {name} is not available here ({type(error).__name__}); try --device cpu")
     return name

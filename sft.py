@@ -52,9 +52,9 @@ def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed, s
     def batch_loss(step, rng):
         inputs, targets, loss_mask = sft_batch(tokenizer, rng.sample(examples, batch_size), device)
         _, logits = net(inputs)                                                            # (B, T, V)
-        nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")  # (B*T,)
+        nll = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none")  # (B*T,)
         loss = (nll * loss_mask.flatten()).sum() / loss_mask.sum()  # mean over response tokens
-        return loss, {"loss": loss.item()}
+        return loss, {"loss": loss.detach()}
 
     return fit(model, batch_loss, steps, lr, warmup=max(1, steps // 20), desc="sft", seed=seed, snapshots=snapshots,
                evaluate=evaluate, eval_every=eval_every)

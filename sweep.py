@@ -157,7 +157,7 @@ def sweep_k(k, model, tokenizer, splits, reward_models, preset, seeds, compile, 
 def run(args):
     preset = PRESETS[args.preset]
     device = pick_device(args.device)
-    compile = device.startswith("cuda") if args.compile is None else args.compile
+    compile = args.compile
     os.makedirs(args.out, exist_ok=True)
     progress = Progress(args.out, {"sweep": True, "preset": args.preset, "seed": args.seed},
                             args.resume, args.checkpoint_every)

@@ -476,8 +476,6 @@ def run(args):
     loop that was stopped continues from its snapshot."""
     preset = PRESETS[args.preset]
     device = parallel.init(pick_device(args.device))  # under torchrun: this rank's device
-    if args.compile is None:
-        args.compile = device.startswith("cuda")
     task = get_task(args.task)
     given_annotations = read_annotations(args.annotations) if args.annotations else None  # checked before any work
     os.makedirs(args.out, exist_ok=True)
@@ -683,8 +681,9 @@ def add_run_flags(parser):
     """The flags every training command shares (this one and the K sweep's)."""
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
-    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                        help="torch.compile the PPO loss path (default: on for CUDA, off for CPU)")
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
+                        help="torch.compile the PPO loss path (default off: at this vocabulary it is a small "
+                             "share of a PPO step, and compiling costs more than it saves; bench.py measures it)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out: finished stages are "
                         "loaded, a stopped training loop continues from its last snapshot")
     parser.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",

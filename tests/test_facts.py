@@ -154,7 +154,7 @@ def test_sweep_splits_share_no_prompt_and_hold_one_k_each():
 @pytest.mark.slow
 def test_the_sweep_end_to_end(tmp_path):
     out = tmp_path / "sweep"
-    text2grad.main(["sweep", "--preset", "tiny", "--ks", "1", "2", "--seeds", "2", "--out", str(out)])
+    text2grad.main(["sweep", "--preset", "tiny", "--device", "cpu", "--ks", "1", "2", "--seeds", "2", "--out", str(out)])
     results = json.loads((out / "results.json").read_text())
     assert results["ks"] == [1, 2] and set(results["per_k"]) == {"1", "2"}
     for r in results["per_k"].values():
@@ -172,7 +172,7 @@ def test_the_sweep_end_to_end(tmp_path):
     figure = Page((out / "updates_to_90.svg").read_text(encoding="utf-8"))  # stand-alone, well formed
     assert figure.tags.count("polyline") == len(text2grad.METHODS)
     # --resume with one more seed adds runs and keeps the finished ones
-    text2grad.main(["sweep", "--preset", "tiny", "--ks", "1", "2", "--seeds", "3", "--out", str(out), "--resume"])
+    text2grad.main(["sweep", "--preset", "tiny", "--device", "cpu", "--ks", "1", "2", "--seeds", "3", "--out", str(out), "--resume"])
     again = json.loads((out / "results.json").read_text())
     assert len(again["per_k"]["2"]["methods"]["text2grad"]["scores"]) == 3
     assert again["per_k"]["2"]["methods"]["text2grad"]["scores"][:2] == results["per_k"]["2"]["methods"]["text2grad"]["scores"]

@@ -71,6 +71,27 @@ def test_sampling_stops_at_eos_per_sequence():
     assert finished_early > 0
 
 
+def test_asking_all_done_less_often_changes_nothing():
+    # on a GPU generate asks "all done?" every 8 tokens, then cuts the columns past the longest response
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=6, block_size=64, n_layer=1, n_head=1, n_embd=8)).eval()
+    every_token = generate(model, [[1, 3]] * 5, 30, EOS, PAD, generator=torch.Generator().manual_seed(3))
+    longest = int(every_token[2].sum(1).max())
+    assert longest % 8 and longest < 30  # the longest response ends between two checks
+    for check_every in (3, 8, 64):
+        cut = generate(model, [[1, 3]] * 5, 30, EOS, PAD, generator=torch.Generator().manual_seed(3),
+                       check_every=check_every)
+        for got, want in zip(cut, every_token):
+            assert got.shape == (5, longest) and torch.equal(got, want)
+
+
+def test_forward_is_float32_on_cpu():
+    # bf16 autocast is for CUDA only: on CPU every run stays float32 and bit-exact
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=6, block_size=16, n_layer=1, n_head=1, n_embd=8))
+    assert model.bf16 and model(torch.tensor([[1, 3, 4]]))[1].dtype == torch.float32
+
+
 def test_greedy_equals_argmax_of_full_recompute(model):
     prompt = [1, 7, 8, 3]
     tokens, _, _ = generate(model, [prompt, [1, 4, 3]], 10, EOS, PAD, greedy=True)

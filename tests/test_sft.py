@@ -50,10 +50,11 @@ def test_tiny_sft_memorises_demonstrations(tokenizer):
     assert responses == [e.demonstration for e in EXAMPLES]
 
 
-def test_unavailable_device_is_a_clear_error(capsys):
-    if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA")
+@pytest.mark.parametrize("device", ["cuda:99", "tpu7"])
+def test_unavailable_device_is_a_clear_error(capsys, device):
+    # cuda:99 is missing on a CPU machine and on any machine with fewer than 100 GPUs
     with pytest.raises(SystemExit) as exit_info:
-        text2grad.main(["--device", "cuda", "--out", "unused"])
+        text2grad.main(["--device", device, "--out", "unused"])
     assert exit_info.value.code == 2
-    assert capsys.readouterr().err.strip().startswith("text2grad: error: --device cuda")
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"text2grad: error: --device {device} ") and "\n" not in err
