@@ -13,8 +13,10 @@ Rules, and why:
 - Phrases are matched in three tiers, first hit wins: exact, then case- and whitespace-insensitive,
   then fuzzy (difflib ratio >= FUZZY_THRESHOLD over windows of whole words). Annotators quote loosely;
   each tier is looser and less trustworthy than the one before.
-- A phrase that occurs several times resolves to the LEFTMOST occurrence. The annotation does not say
-  which one was meant; a fixed rule at least makes the labels reproducible.
+- A phrase that occurs several times resolves to the LEFTMOST occurrence that stands on word
+  boundaries ("24" is the standalone 24, not the start of an earlier "240"), or failing that the
+  leftmost occurrence of all. The annotation does not say which one was meant; a fixed rule at
+  least makes the labels reproducible.
 - Tokens are mapped through the tokenizer's character offsets, not by re-matching words, so the
   authors' word -> token "skip rate" failure mode disappears. What is left is phrases that cannot be
   found at all; align() counts them as "unaligned".
@@ -28,8 +30,8 @@ Left out, on purpose:
   ">=" or ":" is often exactly what a critic blames. Special tokens have empty offsets and get 0 anyway.
 - Graded severities, length weights for summaries and the code task's "+1 outside flagged spans"
   default belong to the task files, which can rescale delta after this step.
-- JSON repair stops at fences, trailing commas and // line comments; block comments, single quotes
-  and prose around the object are rejected with an AnnotationError.
+- JSON repair stops at fences, prose around the object (the first balanced {...} is read), trailing
+  commas and // line comments; block comments and single quotes are rejected with an AnnotationError.
 """
 
 import difflib
@@ -63,6 +65,31 @@ def _next_significant_char(text, i):
         else:
             return text[i]
     return ""
+
+
+def _object_in_prose(text):
+    """The first balanced {...} in text, skipping braces inside string literals; the text from the
+    first "{" to its end when the object never closes; text itself when it has no "{"."""
+    start = text.find("{")
+    if start == -1:
+        return text
+    depth, in_string, i = 0, False, start
+    while i < len(text):
+        ch = text[i]
+        if in_string:
+            if ch == "\\":
+                i += 1
+            in_string = ch != '"'
+        elif ch == '"':
+            in_string = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:i + 1]
+        i += 1
+    return text[start:]
 
 
 def _repair_json(text):
@@ -133,7 +160,13 @@ def parse_annotation(raw):
     """Annotator output (dict or str) -> {"textual_feedback", "good_spans", "poor_spans"}."""
     if isinstance(raw, str):
         fenced = _FENCE.search(raw)
-        body = _repair_json(fenced.group(1) if fenced else raw)
+        if fenced:
+            body = fenced.group(1)
+        elif raw.lstrip().startswith(("{", "[")):
+            body = raw
+        else:  # prose before or after an unfenced object
+            body = _object_in_prose(raw)
+        body = _repair_json(body)
         try:
             raw = json.loads(body)
         except json.JSONDecodeError as error:
@@ -175,19 +208,26 @@ def _fuzzy_span(text, phrase_words):
     return best_span if best_ratio >= FUZZY_THRESHOLD else None
 
 
+def _on_word_boundaries(pattern, phrase):
+    """pattern, refusing a word character glued to the phrase's word-character ends."""
+    before = r"(?<!\w)" if re.match(r"\w", phrase) else ""
+    after = r"(?!\w)" if re.search(r"\w$", phrase) else ""
+    return before + pattern + after
+
+
 def find_span(text, phrase):
-    """Character range [start, end) of phrase in text, leftmost occurrence, or None."""
+    """Character range [start, end) of phrase in text, or None: in each tier, the leftmost occurrence
+    on word boundaries, else the leftmost occurrence."""
     phrase_words = phrase.split()
     if not text or not phrase_words:
         return None
-    start = text.find(phrase)                                           # tier 1: exact
-    if start != -1:
-        return start, start + len(phrase)
-    loose = r"\s+".join(re.escape(word) for word in phrase_words)       # tier 2: case, whitespace
-    match = re.search(loose, text, re.IGNORECASE)
-    if match:
-        return match.span()
-    return _fuzzy_span(text, phrase_words)                              # tier 3: fuzzy
+    exact = re.escape(phrase)                                            # tier 1: exact
+    loose = r"\s+".join(re.escape(word) for word in phrase_words)        # tier 2: case, whitespace
+    for pattern, ends, flags in ((exact, phrase, 0), (loose, " ".join(phrase_words), re.IGNORECASE)):
+        match = re.search(_on_word_boundaries(pattern, ends), text, flags) or re.search(pattern, text, flags)
+        if match:
+            return match.span()
+    return _fuzzy_span(text, phrase_words)                               # tier 3: fuzzy
 
 
 # ------------------------------------------------------------------------------------------------

@@ -33,8 +33,9 @@ seed (stats.paired_difference). The first seed's run at the chosen lambda is the
 lambda grid on validation, so it is selected, not drawn: a small optimistic bias on that seed, the
 same procedure for every method.
 
-Simplifications, on purpose: one fixed learning-rate schedule, no gradient accumulation, no mixed
-precision; the whole dataset lives in memory (tens of thousands of short strings).
+Simplifications, on purpose: one fixed learning-rate schedule, no gradient accumulation, mixed
+precision only as bf16 autocast of the forward on CUDA (model.py); the whole dataset lives in memory
+(tens of thousands of short strings).
 """
 import argparse
 import copy

@@ -59,6 +59,19 @@ def test_word_score_list_with_sign_words():
     assert parse_annotation(raw) == {"textual_feedback": "ok", "good_spans": ["a"], "poor_spans": ["b", "d e"]}
 
 
+def test_unfenced_object_with_prose_around_it():
+    # what annotators write when nobody fences their JSON: a preamble, the object, a sign-off
+    raw = ('Here is my review of the summary:\n{"textual_feedback": "Good {overall}, a \\"quoted\\" slip.",\n'
+           ' "good_spans": ["the cat"], "poor_spans": ["sat",],}\nLet me know if you need more. }')
+    assert parse_annotation(raw) == {"textual_feedback": 'Good {overall}, a "quoted" slip.',
+                                     "good_spans": ["the cat"], "poor_spans": ["sat"]}
+
+
+def test_object_in_prose_that_never_closes_is_one_clear_error():
+    with pytest.raises(AnnotationError, match="not valid JSON"):
+        parse_annotation('My verdict: {"textual_feedback": "ok", "good_spans": ["a"]')
+
+
 @pytest.mark.parametrize("raw, message", [
     ('{"textual_feedback": "ok", ', "not valid JSON"),
     ("no json here at all", "not valid JSON"),
@@ -92,6 +105,14 @@ def test_exact_match():
 def test_repeated_phrase_resolves_to_leftmost():
     assert find_span("a cat and a cat", "cat") == (2, 5)
     assert find_span("A CAT and A CAT", "a cat") == (0, 5)  # tier 2, still leftmost
+
+
+def test_a_match_on_word_boundaries_beats_an_earlier_one_inside_a_word():
+    text = "The sum is 240, not 24."
+    assert find_span(text, "24") == (20, 22)                   # the standalone 24, not the 24 of 240
+    assert find_span("The sum is 240.", "24") == (11, 13)      # no standalone one: inside the word
+    assert find_span("x>=4 or x >= 5", ">=") == (1, 3)         # no word-character ends: plain leftmost
+    assert find_span("TOTAL 240, Total 24", "total 24") == (11, 19)  # tier 2 prefers boundaries too
 
 
 def test_exact_tier_beats_an_earlier_loose_match():
