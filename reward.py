@@ -37,6 +37,7 @@ the paper's annotation shape plus the text it annotates; swap in your own (an LL
 labels are re-derived by align.py.
 """
 import json
+import os
 
 import torch
 import torch.nn as nn
@@ -44,11 +45,13 @@ import torch.nn.functional as F
 
 import parallel
 from align import align, parse_annotation
+from data import SPLITS
 from data.metrics import rouge_l
 from model import fit, generate, left_pad
 
 IGNORE = -100          # target value the losses skip
 MAX_CRITIQUE_TOKENS = 96
+MAX_SKIPPED = 0.1      # the share of a split's records that may be skipped (a span not in the response)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -105,6 +108,81 @@ def encode_record(tokenizer, record):
     item = {"prompt": tokenizer.encode(record["prompt"]), "response": response_ids,
             "critique": tokenizer.encode(annotation["textual_feedback"]), "delta": [int(d) for d in delta]}
     return item, stats
+
+
+def read_annotations(folder, check=check_annotation):
+    """{split: records} from folder/annotations_{split}.jsonl. check: check_annotation for a user's
+    files; None for a run's own (--resume), whose sampled responses may be empty. Unusable input
+    raises ValueError, one line naming the file (and the line)."""
+    records = {}
+    for split in SPLITS:
+        path = os.path.join(folder, f"annotations_{split}.jsonl")
+        try:
+            records[split] = read_jsonl(path, check=check)
+        except OSError as error:
+            raise ValueError(f"cannot read {path} ({error.strerror})") from None
+        if not records[split]:
+            raise ValueError(f"{path} holds no records")
+    return records
+
+
+def encode_records(tokenizer, records, block_size):
+    """(records kept, their encoded items (reward.encode_record), statistics). A record whose
+    critique quotes a span that is not in its response is skipped and counted (the run stops if
+    they pass MAX_SKIPPED of a split, see check_skipped). A critique too long for the block (cot
+    layout) is cut at the end: dropping the record instead would drop the long, rambling responses,
+    which are the ones most worth criticising. A prompt and response that alone overflow the block
+    raise ValueError naming the record."""
+    kept, items, truncated = [], [], 0
+    totals = {"spans": 0, "unaligned": 0, "labelled_tokens": 0, "tokens": 0}
+    for i, record in enumerate(records):
+        item, stats = encode_record(tokenizer, record)
+        for k in totals:
+            totals[k] += stats[k]
+        if stats["unaligned"]:
+            continue
+        overflow = len(layout(tokenizer, item, "span", cot=True)[0]) - block_size
+        if overflow > len(item["critique"]):
+            raise ValueError(f"{record.get('_source', f'record {i + 1}')}: prompt and response take "
+                             f"{overflow - len(item['critique']) + block_size} tokens with the reward model's "
+                             f"markers, more than the block size {block_size}; shorten or remove the record")
+        if overflow > 0:
+            item["critique"] = item["critique"][:len(item["critique"]) - overflow]
+            truncated += 1
+        kept.append(record)
+        items.append(item)
+    return kept, items, {"spans": totals["spans"], "unaligned": totals["unaligned"],
+                         "unaligned_rate": totals["unaligned"] / max(1, totals["spans"]),
+                         "labelled_token_share": totals["labelled_tokens"] / max(1, totals["tokens"]),
+                         "critiques_truncated": truncated, "records": len(records),
+                         "skipped": len(records) - len(kept)}
+
+
+def check_skipped(stats, where):
+    """Report skipped records; ValueError when they pass MAX_SKIPPED of the split."""
+    if stats["skipped"]:
+        share = stats["skipped"] / max(1, stats["records"])
+        message = (f"{where}: {stats['skipped']} of {stats['records']} records ({share:.1%}) quote a span that is "
+                   f"not in their response")
+        if share > MAX_SKIPPED:
+            raise ValueError(f"{message}, more than the {MAX_SKIPPED:.0%} allowed; check that the spans are copied "
+                             f"verbatim from the responses")
+        print(f"{message}; skipped")
+
+
+def encode_splits(tokenizer, records, block_size, folder, batch_size):
+    """encode_records and check_skipped for every split of {split: records} read from folder; a
+    split left with fewer usable records than a batch (train) or one (validation, test) raises
+    ValueError. Returns ({split: records kept}, {split: items}, {split: alignment statistics})."""
+    kept, items, alignment = {}, {}, {}
+    for split in records:
+        kept[split], items[split], alignment[split] = encode_records(tokenizer, records[split], block_size)
+        where = os.path.join(folder, f"annotations_{split}.jsonl")
+        check_skipped(alignment[split], where)
+        needed = batch_size if split == "train" else 1
+        if len(items[split]) < needed:
+            raise ValueError(f"{where}: {len(items[split])} usable records, fewer than the {needed} this preset needs")
+    return kept, items, alignment
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,3 +386,105 @@ def colour_tokens(pieces, delta):
     """Tokens' text (tokenizer.pieces) coloured by delta for a terminal (ANSI): red -1, green +1."""
     colours = {-1: "\033[41;97m", 1: "\033[42;30m"}
     return "".join(colours[d] + piece + "\033[0m" if d in colours and piece else piece for piece, d in zip(pieces, delta))
+
+
+# ---------------------------------------------------------------------------------------------
+# The authors' stored shape -> ours:  python reward.py convert THEIRS.json annotations_train.jsonl
+
+PROMPT_KEYS = ("prompt", "post", "Post")           # the text annotated: UltraFeedback, SLF5K
+RESPONSE_KEYS = ("response", "generated_summary")
+
+
+def from_authors_record(record):
+    """One record as the authors' annotation scripts store it -> our record. Two shapes:
+      SLF5K          {"post", "generated_summary", "critique": the annotator's whole reply, prose
+                      and a (usually fenced) JSON object with textual_feedback and the spans}
+      UltraFeedback  {"prompt", "response", "critique": the textual feedback alone,
+                      "annotations": {"good_spans", "poor_spans"}}; a response given as chat
+                      messages [{"role", "content"}] becomes its last assistant message.
+    Raises ValueError (align.AnnotationError) saying what is missing or unreadable."""
+    if not isinstance(record, dict):
+        raise ValueError(f"a record must be a JSON object, got {type(record).__name__}")
+    prompt = next((record[k] for k in PROMPT_KEYS if isinstance(record.get(k), str)), None)
+    response = next((record[k] for k in RESPONSE_KEYS if k in record), None)
+    if isinstance(response, list):  # chat messages
+        replies = [m.get("content") for m in response if isinstance(m, dict) and m.get("role") == "assistant"]
+        response = replies[-1] if replies else None
+    if prompt is None or not isinstance(response, str):
+        raise ValueError(f"needs a prompt ({', '.join(PROMPT_KEYS)}) and a response ({', '.join(RESPONSE_KEYS)})")
+    critique = record.get("critique")
+    if not isinstance(critique, str):
+        raise ValueError("needs \"critique\", the annotator's reply as a string")
+    if isinstance(record.get("annotations"), dict):  # UltraFeedback: the reply already taken apart
+        annotation = parse_annotation({"textual_feedback": critique, **record["annotations"]})
+    else:
+        annotation = parse_annotation(critique)
+    return {"prompt": prompt, "response": response, **annotation}
+
+
+def convert_authors_file(source, target, skip_bad=False):
+    """Read source (a JSON list, a JSON object of records keyed by id, or JSON lines), write target
+    as our JSONL. A record that cannot be converted raises ValueError naming the file and the
+    record, unless skip_bad, which drops it and counts it. target must not exist yet; it appears
+    complete or not at all. Returns (records written, records skipped)."""
+    if os.path.exists(target):
+        raise ValueError(f"{target} already exists; choose another name or remove it")
+    try:
+        with open(source, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as error:
+        raise ValueError(f"cannot read {source} ({error.strerror})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{source} is not UTF-8 text; save it as UTF-8") from None
+    try:
+        data = json.loads(text)
+        if not isinstance(data, (list, dict)):
+            raise ValueError(f"{source}: expected a list of records or an object of them, got {type(data).__name__}")
+        entries = list(data.items()) if isinstance(data, dict) else list(enumerate(data, 1))
+        where = "record {}" if isinstance(data, list) else "record {!r}"
+    except json.JSONDecodeError:  # JSON lines
+        entries, where = [], "line {}"
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    entries.append((n, json.loads(line)))
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{source}: neither one JSON document nor JSON lines (line {n}: {error.msg})") from None
+    converted, skipped = [], 0
+    for key, record in entries:
+        try:
+            converted.append(from_authors_record(record))
+        except ValueError as error:
+            if not skip_bad:
+                raise ValueError(f"{source}, {where.format(key)}: {error}") from None
+            skipped += 1
+    if not converted:
+        raise ValueError(f"{source}: no record could be converted")
+    partial = f"{target}.partial"
+    with open(partial, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in converted)
+    os.replace(partial, target)
+    return len(converted), skipped
+
+
+def main(argv=None):
+    import argparse
+    import sys
+    parser = argparse.ArgumentParser(prog="reward.py", description="Annotated data for the reward models.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    convert = commands.add_parser("convert", help="the authors' stored annotations -> our JSONL (one split)")
+    convert.add_argument("source", help="the authors' annotated file (JSON list, JSON object by id, or JSON lines)")
+    convert.add_argument("target", help="the JSONL to write, e.g. DIR/annotations_train.jsonl (must not exist)")
+    convert.add_argument("--skip-bad", action="store_true",
+                         help="drop records that cannot be converted (an annotator's failed reply) and count them")
+    args = parser.parse_args(argv)
+    try:
+        written, skipped = convert_authors_file(args.source, args.target, args.skip_bad)
+    except ValueError as error:
+        print(f"reward.py: error: {error}", file=sys.stderr)
+        sys.exit(2)
+    print(f"{args.target}: {written} converted, {skipped} skipped")
+
+
+if __name__ == "__main__":
+    main()

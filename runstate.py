@@ -1,6 +1,7 @@
 """runstate.py: what a run keeps between its stages, and how it stops on bad input.
 
     fail(message)              one line on stderr and exit status 2, never a traceback
+    checked(function, ...)     function's result, or its ValueError's line through fail
     pick_device(name)          "auto" or a device torch can use here
     save_checkpoint / load_checkpoint   a GPT or reward model with its config, tokenizer and step
     Progress(out, identity, resume, every_s)   progress.json: the stages finished and what they
@@ -29,6 +30,14 @@ def fail(message):
     prefix = f"text2grad (rank {parallel.rank()})" if parallel.world_size() > 1 else "text2grad"
     print(f"{prefix}: error: {message}", file=sys.stderr)
     sys.exit(2)
+
+
+def checked(function, *args, **kwargs):
+    """function(*args, **kwargs); a ValueError it raises (one line naming the bad input) ends the run."""
+    try:
+        return function(*args, **kwargs)
+    except ValueError as error:
+        fail(str(error))
 
 
 def pick_device(name):

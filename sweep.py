@@ -33,8 +33,8 @@ import stats
 import text2grad as t2g
 from checkpoint import Diverged, Interrupted, atomic_save
 from data import facts
-from reward import evaluate_reward_model
-from runstate import Progress, fail, pick_device
+from reward import encode_splits, evaluate_reward_model, read_annotations
+from runstate import Progress, checked, fail, pick_device
 from sft import evaluate, respond
 
 # Sizes. validation and test are per K; train mixes K. ppo: PPOConfig fields; updates: the PPO budget
@@ -199,11 +199,9 @@ def run(args):
         records = t2g.annotate_stage(facts, model, tokenizer, splits, preset["samples_per_prompt"], args.seed, args.out)
         progress.finish("annotate", {}, start)
     else:
-        records = t2g.read_annotations(args.out, check=None)
-    encoded = {}
-    for split in records:
-        records[split], encoded[split], alignment = t2g.encode_records(tokenizer, records[split], model.config.block_size)
-        t2g.check_skipped(alignment, path(f"annotations_{split}.jsonl"))
+        records = checked(read_annotations, args.out, check=None)
+    records, encoded, _ = checked(encode_splits, tokenizer, records, model.config.block_size, args.out,
+                                  preset["batch_size"])
     results["reward_model"], reward_models = t2g.reward_stage(model, tokenizer, records, encoded, preset, device,
                                                               [args.seed], args.out, progress, REWARD_MODELS)
     start = time.time()

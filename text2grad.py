@@ -59,9 +59,9 @@ from align import align
 from data import SPLITS, get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig
-from reward import (RewardModel, annotate, check_annotation, colour_tokens, encode_record, evaluate_reward_model,
-                    layout, read_jsonl, train_reward_model)
-from runstate import Progress, fail, load_checkpoint, pick_device, save_checkpoint
+from reward import (RewardModel, annotate, colour_tokens, encode_splits, evaluate_reward_model, read_annotations,
+                    read_jsonl, train_reward_model)
+from runstate import Progress, checked, fail, load_checkpoint, pick_device, save_checkpoint
 from sft import (MAX_NEW_TOKENS, evaluate, flaw_rates, mean_metrics, policy_prompt, primary_score, respond,
                  response_ids, train_sft)
 
@@ -123,7 +123,6 @@ METHODS = {"ppo_scalar": ("scalar", "last"), "text2grad": ("cot", "every"), "ora
 COMPARISONS = [("text2grad", "ppo_scalar"), ("oracle", "oracle_scalar"), ("oracle", "text2grad"),
                ("oracle_scalar", "ppo_scalar"), ("text2grad", "oracle_scalar")]
 SEEDED_METRICS = ("positive_f1", "negative_f1", "exact_span_match", "critique_rougeL")  # kept per reward-model seed
-MAX_SKIPPED = 0.1  # the share of a split's annotated records that may be skipped (a span not in the response)
 SHOWN = 6          # test prompts the report shows token by token (the first whose SFT response is blamed)
 
 
@@ -208,68 +207,6 @@ def annotate_stage(task, policy, tokenizer, splits, samples_per_prompt, seed, ou
         path = os.path.join(out, f"annotations_{split}.jsonl")
         atomic_save("".join(json.dumps(r) + "\n" for r in records[split]), path)
     return records
-
-
-def read_annotations(folder, check=check_annotation):
-    """{split: records} from folder/annotations_{split}.jsonl; unusable input ends the run with one
-    line. check: reward.check_annotation for the user's files; None for a run's own (--resume),
-    whose sampled responses may be empty."""
-    records = {}
-    for split in SPLITS:
-        path = os.path.join(folder, f"annotations_{split}.jsonl")
-        try:
-            records[split] = read_jsonl(path, check=check)
-            if not records[split]:
-                fail(f"{path} holds no records")
-        except OSError as error:
-            fail(f"cannot read {path} ({error.strerror})")
-        except ValueError as error:
-            fail(str(error))
-    return records
-
-
-def encode_records(tokenizer, records, block_size):
-    """(records kept, their encoded items (reward.encode_record), statistics). A record whose
-    critique quotes a span that is not in its response is skipped and counted (the run stops if
-    they pass MAX_SKIPPED of a split, see check_skipped). A critique too long for the block (cot
-    layout) is cut at the end: dropping the record instead would drop the long, rambling responses,
-    which are the ones most worth criticising. A prompt and response that alone overflow the block
-    raise ValueError naming the record."""
-    kept, items, truncated = [], [], 0
-    totals = {"spans": 0, "unaligned": 0, "labelled_tokens": 0, "tokens": 0}
-    for i, record in enumerate(records):
-        item, stats = encode_record(tokenizer, record)
-        for k in totals:
-            totals[k] += stats[k]
-        if stats["unaligned"]:
-            continue
-        overflow = len(layout(tokenizer, item, "span", cot=True)[0]) - block_size
-        if overflow > len(item["critique"]):
-            raise ValueError(f"{record.get('_source', f'record {i + 1}')}: prompt and response take "
-                             f"{overflow - len(item['critique']) + block_size} tokens with the reward model's "
-                             f"markers, more than the block size {block_size}; shorten or remove the record")
-        if overflow > 0:
-            item["critique"] = item["critique"][:len(item["critique"]) - overflow]
-            truncated += 1
-        kept.append(record)
-        items.append(item)
-    return kept, items, {"spans": totals["spans"], "unaligned": totals["unaligned"],
-                         "unaligned_rate": totals["unaligned"] / max(1, totals["spans"]),
-                         "labelled_token_share": totals["labelled_tokens"] / max(1, totals["tokens"]),
-                         "critiques_truncated": truncated, "records": len(records),
-                         "skipped": len(records) - len(kept)}
-
-
-def check_skipped(stats, where):
-    """Report skipped records; stop the run when they pass MAX_SKIPPED of the split."""
-    if stats["skipped"]:
-        share = stats["skipped"] / max(1, stats["records"])
-        message = (f"{where}: {stats['skipped']} of {stats['records']} records ({share:.1%}) quote a span that is "
-                   f"not in their response")
-        if share > MAX_SKIPPED:
-            fail(f"{message}, more than the {MAX_SKIPPED:.0%} allowed; check that the spans are copied "
-                 f"verbatim from the responses")
-        print(f"{message}; skipped")
 
 
 def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out, progress, names=tuple(REWARD_MODELS)):
@@ -478,7 +415,7 @@ def run(args):
     preset = PRESETS[args.preset]
     device = parallel.init(pick_device(args.device))  # under torchrun: this rank's device
     task = get_task(args.task)
-    given_annotations = read_annotations(args.annotations) if args.annotations else None  # checked before any work
+    given_annotations = checked(read_annotations, args.annotations) if args.annotations else None  # before any work
     os.makedirs(args.out, exist_ok=True)
     progress = Progress(args.out, {"task": task.NAME, "preset": args.preset, "seed": args.seed,
                                    "annotations": args.annotations, "reward_start": args.reward_start},
@@ -513,22 +450,12 @@ def run(args):
         records = annotate_stage(task, model, tokenizer, {**splits, "train": demonstrations[:preset["annotated"]]},
                                  preset["samples_per_prompt"], args.seed, args.out)
     else:
-        records = read_annotations(args.out, check=None)
+        records = checked(read_annotations, args.out, check=None)
     if "annotate" not in progress:
         progress.finish("annotate", {}, start)
 
-    encoded, alignment = {}, {}
-    for split in SPLITS:
-        try:
-            records[split], encoded[split], alignment[split] = encode_records(tokenizer, records[split],
-                                                                              model.config.block_size)
-        except ValueError as error:
-            fail(str(error))
-        where = os.path.join(args.annotations or args.out, f"annotations_{split}.jsonl")
-        check_skipped(alignment[split], where)
-        if len(encoded[split]) < (preset["batch_size"] if split == "train" else 1):
-            fail(f"{where}: {len(encoded[split])} usable records, fewer than the "
-                 f"{preset['batch_size'] if split == 'train' else 1} this preset needs")
+    records, encoded, alignment = checked(encode_splits, tokenizer, records, model.config.block_size,
+                                          args.annotations or args.out, preset["batch_size"])
     spans = sum(a["spans"] for a in alignment.values())
     trunk = model
     if args.reward_start == "references":  # a trunk that never saw the demonstrators' habits

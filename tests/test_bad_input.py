@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+import reward
 import text2grad
 import value
 from data import get_task, make_splits
@@ -101,29 +102,27 @@ def test_checkpoint_of_another_size_or_tokenizer(tmp_path, capsys, tokenizer):
 def test_records_quoting_absent_spans_are_skipped_and_counted(tmp_path, capsys, tokenizer):
     bad = {**GOOD, "poor_spans": ["a phrase that is nowhere"]}
     records = [dict(GOOD, _source=f"f, line {i}") for i in range(19)] + [dict(bad, _source="f, line 20")]
-    kept, items, stats = text2grad.encode_records(tokenizer, records, block_size=256)
+    kept, items, stats = reward.encode_records(tokenizer, records, block_size=256)
     assert len(kept) == len(items) == 19 and stats["skipped"] == 1 and stats["unaligned"] == 1
     assert all(r["poor_spans"] == [] for r in kept)
-    text2grad.check_skipped(stats, "f")  # 5%: reported, the run goes on
+    reward.check_skipped(stats, "f")  # 5%: reported, the run goes on
     assert "1 of 20 records (5.0%) quote a span that is not in their response; skipped" in capsys.readouterr().out
-    _, _, stats = text2grad.encode_records(tokenizer, records[:8] + [records[-1]] * 2, block_size=256)
-    with pytest.raises(SystemExit):
-        text2grad.check_skipped(stats, "f")  # 20%: stop
-    assert "more than the 10% allowed" in capsys.readouterr().err
+    _, _, stats = reward.encode_records(tokenizer, records[:8] + [records[-1]] * 2, block_size=256)
+    with pytest.raises(ValueError, match="more than the 10% allowed"):
+        reward.check_skipped(stats, "f")  # 20%: the run stops with this line
 
 
 def test_record_longer_than_the_block_names_its_line(tokenizer):
     long = dict(GOOD, response="Yuki's rent rose. " * 40, _source="annotations_train.jsonl, line 7")
     with pytest.raises(ValueError, match="annotations_train.jsonl, line 7: prompt and response take"):
-        text2grad.encode_records(tokenizer, [long], block_size=64)
+        reward.encode_records(tokenizer, [long], block_size=64)
 
 
 def test_a_runs_own_annotations_may_hold_empty_responses(tmp_path, capsys):
     write_annotations(tmp_path, [GOOD, {**GOOD, "response": ""}])
-    assert len(text2grad.read_annotations(str(tmp_path), check=None)["train"]) == 2  # --resume reads these
-    with pytest.raises(SystemExit):
-        text2grad.read_annotations(str(tmp_path))  # a user's file: the empty response is an error
-    assert "line 2: the response is empty" in capsys.readouterr().err
+    assert len(reward.read_annotations(str(tmp_path), check=None)["train"]) == 2  # --resume reads these
+    with pytest.raises(ValueError, match="line 2: the response is empty"):
+        reward.read_annotations(str(tmp_path))  # a user's file: the empty response is an error
 
 
 def test_too_few_training_records(tmp_path, capsys):

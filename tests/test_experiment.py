@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import credit
+import reward
 import text2grad
 from data import get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
@@ -139,13 +140,13 @@ def test_a_critique_too_long_for_the_block_is_cut_at_the_end(setup):
     P, R = len(tokenizer.encode(e.prompt)), len(tokenizer.encode(e.demonstration))
     C = len(tokenizer.encode(record["textual_feedback"]))
     full = 1 + P + 1 + R + 1 + C + 1 + R  # <|bos|> x <|response|> y <|critique|> c <|span|> y
-    kept, items, counts = text2grad.encode_records(tokenizer, [record], block_size=full - 3)
+    kept, items, counts = reward.encode_records(tokenizer, [record], block_size=full - 3)
     assert counts["critiques_truncated"] == 1 and len(kept) == 1
     assert items[0]["critique"] == tokenizer.encode(record["textual_feedback"])[:C - 3]
-    kept, items, counts = text2grad.encode_records(tokenizer, [record], block_size=full)
+    kept, items, counts = reward.encode_records(tokenizer, [record], block_size=full)
     assert counts["critiques_truncated"] == 0 and items[0]["critique"] == tokenizer.encode(record["textual_feedback"])
     with pytest.raises(ValueError, match="more than the block size"):  # not even the prompt and response fit
-        text2grad.encode_records(tokenizer, [record], block_size=full - C - 1)
+        reward.encode_records(tokenizer, [record], block_size=full - C - 1)
 
 
 def test_the_tokenizer_learns_from_the_training_split_only(setup):

@@ -1,0 +1,74 @@
+"""reward.py convert: the authors' stored annotation shapes, written by hand here, into our JSONL."""
+import json
+
+import pytest
+
+import reward
+
+REPLY = ('Here is my evaluation of the summary.\n```json\n{"textual_feedback": "The amount is wrong.",\n'
+         ' "good_spans": ["landlord"], "poor_spans": ["24 dollars"]}\n```\nI hope this helps.')
+SLF5K = {"post": "I am Maya (24). My landlord raised the rent by 300 dollars.",
+         "generated_summary": "Maya's landlord raised the rent by 24 dollars.", "critique": REPLY}
+OURS = {"prompt": SLF5K["post"], "response": SLF5K["generated_summary"], "textual_feedback": "The amount is wrong.",
+        "good_spans": ["landlord"], "poor_spans": ["24 dollars"]}
+
+
+def read(path):
+    return [json.loads(line) for line in open(path)]
+
+
+def test_slf5k_list_and_object_by_id(tmp_path):
+    (tmp_path / "list.json").write_text(json.dumps([SLF5K, {**SLF5K, "post": "Second post."}]))
+    (tmp_path / "by_id.json").write_text(json.dumps({"t3_abc": SLF5K}))
+    assert reward.convert_authors_file(tmp_path / "list.json", tmp_path / "a.jsonl") == (2, 0)
+    assert read(tmp_path / "a.jsonl") == [OURS, {**OURS, "prompt": "Second post."}]
+    assert reward.convert_authors_file(tmp_path / "by_id.json", tmp_path / "b.jsonl") == (1, 0)
+    assert read(tmp_path / "b.jsonl") == [OURS]
+    # what the experiment then reads: every record passes the checks of --annotations
+    assert len(reward.read_jsonl(tmp_path / "a.jsonl", check=reward.check_annotation)) == 2
+
+
+def test_ultrafeedback_with_chat_messages_as_json_lines(tmp_path):
+    record = {"prompt": "Name a prime.", "critique": "Correct and short.",
+              "response": [{"role": "user", "content": "Name a prime."}, {"role": "assistant", "content": "7 is prime."}],
+              "annotations": {"good_spans": ["7 is prime"], "poor_spans": []}}
+    (tmp_path / "uf.jsonl").write_text(json.dumps(record) + "\n\n" + json.dumps({**record, "response": "2."}) + "\n")
+    assert reward.convert_authors_file(tmp_path / "uf.jsonl", tmp_path / "out.jsonl") == (2, 0)
+    first, second = read(tmp_path / "out.jsonl")
+    assert first == {"prompt": "Name a prime.", "response": "7 is prime.", "textual_feedback": "Correct and short.",
+                     "good_spans": ["7 is prime"], "poor_spans": []}
+    assert second["response"] == "2."
+
+
+def test_a_failed_reply_names_its_record_or_is_skipped(tmp_path):
+    failed = {**SLF5K, "critique": "Error generating critique"}
+    (tmp_path / "in.json").write_text(json.dumps([SLF5K, failed, SLF5K]))
+    with pytest.raises(ValueError, match=r"in.json, record 2: annotation is not valid JSON"):
+        reward.convert_authors_file(tmp_path / "in.json", tmp_path / "out.jsonl")
+    assert not (tmp_path / "out.jsonl").exists() and not list(tmp_path.glob("*.partial"))
+    assert reward.convert_authors_file(tmp_path / "in.json", tmp_path / "out.jsonl", skip_bad=True) == (2, 1)
+
+
+@pytest.mark.parametrize("content, message", [
+    ("[1, 2", "neither one JSON document nor JSON lines (line 1"),
+    ("42", "expected a list of records or an object of them, got int"),
+    (json.dumps([{"post": "x", "critique": REPLY}]), "record 1: needs a prompt"),
+    (json.dumps([{"post": "x", "generated_summary": "y"}]), "record 1: needs \"critique\""),
+])
+def test_unusable_files_are_one_line(tmp_path, content, message):
+    (tmp_path / "in.json").write_text(content)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        reward.convert_authors_file(tmp_path / "in.json", tmp_path / "out.jsonl")
+
+
+def test_command_line_never_overwrites(tmp_path, capsys):
+    (tmp_path / "in.json").write_text(json.dumps([SLF5K]))
+    (tmp_path / "annotations_train.jsonl").write_text("kept\n")
+    with pytest.raises(SystemExit) as exit_info:
+        reward.main(["convert", str(tmp_path / "in.json"), str(tmp_path / "annotations_train.jsonl")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("reward.py: error: ") and "already exists" in err and err.count("\n") == 1
+    assert (tmp_path / "annotations_train.jsonl").read_text() == "kept\n"
+    reward.main(["convert", str(tmp_path / "in.json"), str(tmp_path / "new.jsonl")])
+    assert capsys.readouterr().out.strip() == f"{tmp_path / 'new.jsonl'}: 1 converted, 0 skipped"
