@@ -28,21 +28,21 @@ and the setting's measured properties.
 
 All text that came from a model or a data file is escaped before it goes into the page.
 """
+import argparse
 import glob
 import json
-import math
 import os
+import sys
 from html import escape
 
 import stats
+from align import align
+from checkpoint import atomic_save
 from data import get_task
+from figures import COLOURS, LABELS, colour, curves_svg, sft_curve_series, thresholds_svg
+from reward import colour_tokens
+from runstate import fail
 
-# One colour per method, the same in every chart and table.
-COLOURS = {"sft": "#7f7f7f", "ppo_scalar": "#e08a1e", "text2grad": "#1f6fb4", "text2grad_no_cot": "#8e5bb5",
-           "oracle_scalar": "#b5892f", "oracle": "#2f9e44"}
-LABELS = {"sft": "SFT policy", "ppo_scalar": "scalar PPO", "text2grad": "Text2Grad", "text2grad_no_cot":
-          "Text2Grad, no critique", "oracle_scalar": "critic, summed on the last token", "oracle": "critic's spans"}
-PALETTE = ("#222222", "#c2185b", "#00838f", "#9e9d24")  # not the methods' colours
 DELTA_CLASS = {-1: "poor", 0: "neutral", 1: "good"}
 
 CSS = """
@@ -115,9 +115,10 @@ def num(x, digits=3):
     return '<td class="num">-</td>' if x is None else f'<td class="num">{x:.{digits}f}</td>'
 
 
-def colour(name, names):
-    """A method's own colour; any other series (an SFT metric) one of PALETTE by its place in names."""
-    return COLOURS.get(name) or PALETTE[names.index(name) % len(PALETTE)]
+def curves(methods, metric, x_label="PPO update"):
+    """figures.curves_svg with its legend in HTML under it."""
+    names = [n for n in methods if n != "sft" and methods[n]["curve"]]
+    return curves_svg(methods, metric, x_label=x_label) + (f"<p>{legend(names)}</p>" if names else "")
 
 
 def legend(names):
@@ -201,63 +202,6 @@ def explained_variance_series(results):
     return series
 
 
-def curves_svg(methods, metric, width=640, height=300, x_label="PPO update", standalone=False):
-    """Mean curve per series (a PPO method, or an SFT metric) with its 95% band; one <polyline
-    class="curve"> each. methods:
-    {name: {"curve": [[update, value]], "curve_ci95": [[update, half-width]]}}; metric names the y axis,
-    x_label the x axis. standalone: an SVG file of its own (legend inside, under the plot), not a
-    chart and an HTML legend for the report."""
-    names = [n for n in methods if n != "sft" and len(methods[n]["curve"]) > 0]
-    points = {n: [(u, m, h) for (u, m), (_, h) in zip(methods[n]["curve"], methods[n]["curve_ci95"])] for n in names}
-    xs = [u for n in names for u, _, _ in points[n]]
-    lows = [m - h for n in names for _, m, h in points[n]]
-    highs = [m + h for n in names for _, m, h in points[n]]
-    if not xs:
-        return '<p class="note">no curves in this results.json</p>'
-    x0, x1 = min(xs), max(max(xs), min(xs) + 1)
-    y0, y1 = min(lows), max(highs)
-    pad = max(1e-3, 0.05 * (y1 - y0))
-    y0, y1 = y0 - pad, y1 + pad
-    left, right, top, bottom = 56, 16, 12, 62 if standalone else 40
-    X = lambda u: left + (u - x0) / (x1 - x0) * (width - left - right)
-    Y = lambda v: top + (y1 - v) / (y1 - y0) * (height - top - bottom)
-    font = ' font-family="sans-serif" font-size="12"' if standalone else ""
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"{font} '
-             f'role="img" aria-label="{escape(metric)} against {escape(x_label)}">',
-             f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
-             f'fill="none" stroke="#ccc"/>']
-    for k in range(5):  # y grid and labels
-        v = y0 + (y1 - y0) * k / 4
-        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{Y(v):.1f}" y2="{Y(v):.1f}" stroke="#eee"/>'
-                     f'<text x="{left - 6}" y="{Y(v) + 4:.1f}" text-anchor="end">{v:.3f}</text>')
-    for u in sorted(set(xs)):
-        parts.append(f'<text x="{X(u):.1f}" y="{height - bottom + 16}" text-anchor="middle">{u}</text>')
-    parts.append(f'<text x="{(left + width - right) / 2}" y="{height - bottom + 34}" text-anchor="middle">'
-                 f'{escape(x_label)}</text>')
-    for n in names:
-        stroke, p = colour(n, names), points[n]
-        band = [(X(u), Y(m + h)) for u, m, h in p] + [(X(u), Y(m - h)) for u, m, h in reversed(p)]
-        parts.append(f'<polygon class="band" points="{" ".join(f"{a:.1f},{b:.1f}" for a, b in band)}" '
-                     f'fill="{stroke}" fill-opacity="0.15" stroke="none"/>')
-    for n in names:
-        stroke, p = colour(n, names), points[n]
-        parts.append(f'<polyline class="curve" data-method="{escape(n)}" fill="none" stroke="{stroke}" '
-                     f'stroke-width="2" points="{" ".join(f"{X(u):.1f},{Y(m):.1f}" for u, m, _ in p)}"/>')
-        for u, m, h in p:
-            parts.append(f'<circle cx="{X(u):.1f}" cy="{Y(m):.1f}" r="3" fill="{stroke}"><title>'
-                         f'{LABELS.get(n, escape(n))}, {escape(x_label)} {u}: {m:.4f} ± {h:.4f}</title></circle>')
-    if standalone:
-        for k, n in enumerate(names):
-            x = left + k * (width - left - right) / max(1, len(names))
-            parts.append(f'<line x1="{x:.1f}" x2="{x + 20:.1f}" y1="{height - 10}" y2="{height - 10}" '
-                         f'stroke="{colour(n, names)}" stroke-width="2"/><text x="{x + 24:.1f}" y="{height - 6}">'
-                         f'{LABELS.get(n, escape(n))}</text>')
-        parts.append("</svg>")
-        return "".join(parts)
-    parts.append("</svg>")
-    return "".join(parts) + f"<p>{legend(names)}</p>"
-
-
 def showcase_section(entries, metric):
     if not entries:
         return '<p class="note">no showcase in this results.json (written by an older version: run again)</p>'
@@ -324,13 +268,6 @@ def credit_section(results):
     return "".join(out)
 
 
-def sft_curve_series(results):
-    """{metric: curves_svg series} from the SFT stage's learning curve (no band: one run)."""
-    curve = results.get("sft_training", {}).get("curve", [])
-    return {k: {"curve": [[step, m[k]] for step, m in curve], "curve_ci95": [[step, 0.0] for step, _ in curve]}
-            for k in (curve[0][1] if curve else {})}
-
-
 def reward_model_section(results):
     rm, out = results.get("reward_model", {}), []
     names = [n for n in ("cot", "no_cot") if n in rm]
@@ -383,58 +320,17 @@ def task_section(results):
         "<h3>Results</h3>", two_by_two(results["methods"], metric), results_table(results, metric),
         paired_table(results),
         "<h3>SFT</h3><p>Greedy validation metrics of the SFT policy against its training step.</p>",
-        curves_svg(sft_curve_series(results), "validation", x_label="SFT step"),
+        curves(sft_curve_series(results), "validation", x_label="SFT step"),
         f"<h3>Learning curves</h3><p>Validation {metric} (mean over seeds, 95% interval shaded) against PPO update.</p>",
-        curves_svg(results["methods"], f"validation {metric}"),
+        curves(results["methods"], f"validation {metric}"),
         "<p>The value head's explained variance, 1 - Var(R - V) / Var(R) over each update's rollout (mean over "
         "seeds): 0 is a value function no better than a constant, 1 a perfect one.</p>",
-        curves_svg(explained_variance_series(results), "explained variance"),
+        curves(explained_variance_series(results), "explained variance"),
         "<h3>What was criticised, and what the reward model read</h3>",
         showcase_section(results.get("showcase"), metric),
         f'<h3 id="{task}-credit">Credit landing: where one update moved the log-probabilities</h3>',
         credit_section(results),
         f'<h3 id="{task}-reward-model">The reward model</h3>', reward_model_section(results)])
-
-
-def thresholds_svg(per_k, q, width=700, height=300):
-    """Mean updates to close q of the gap from SFT to the ceiling against K (K on a log2 axis), one
-    line per method, each point with its 95% interval over seeds; <polyline class="threshold"> each.
-    A stand-alone SVG (fonts and legend inside it), so the sweep also writes it to a file."""
-    ks = sorted(per_k, key=int)
-    names = [n for n in per_k[ks[0]]["thresholds"]]
-    points = {n: [(k, *stats.mean_ci95(per_k[k]["thresholds"][n][q]["per_seed"])) for k in ks] for n in names}
-    step = max(1, math.ceil(max(m + h for n in names for _, m, h in points[n]) / 4))  # 4 whole-update grid steps
-    y1 = 4 * step
-    left, right, top, bottom = 56, 250, 12, 40  # the legend sits on the right
-    X = lambda k: left + (ks.index(k) + 0.5) / len(ks) * (width - left - right)
-    Y = lambda v: top + (y1 - v) / y1 * (height - top - bottom)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'font-family="system-ui, sans-serif" font-size="12" '
-             f'aria-label="updates to close {float(q):.0%} of the gap against K">',
-             f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>'
-             f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" fill="none" stroke="#ccc"/>']
-    for v in range(0, y1 + 1, step):
-        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{Y(v):.1f}" y2="{Y(v):.1f}" stroke="#eee"/>'
-                     f'<text x="{left - 6}" y="{Y(v) + 4:.1f}" text-anchor="end">{v}</text>')
-    for k in ks:
-        parts.append(f'<text x="{X(k):.1f}" y="{height - bottom + 16}" text-anchor="middle">{k}</text>')
-    parts.append(f'<text x="{(left + width - right) / 2}" y="{height - 6}" text-anchor="middle">K, flaws per response</text>'
-                 f'<text x="14" y="{(top + height - bottom) / 2}" text-anchor="middle" '
-                 f'transform="rotate(-90 14 {(top + height - bottom) / 2})">PPO updates</text>')
-    for offset, n in enumerate(names):
-        stroke, dx = COLOURS.get(n, "#000"), (offset - (len(names) - 1) / 2) * 5  # side by side, not on top
-        p = [(X(k) + dx, m, h) for k, m, h in points[n]]
-        parts.append(f'<polyline class="threshold" data-method="{escape(n)}" fill="none" stroke="{stroke}" stroke-width="2" '
-                     f'points="{" ".join(f"{x:.1f},{Y(m):.1f}" for x, m, _ in p)}"/>')
-        for (x, m, h), k in zip(p, ks):
-            parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{Y(max(0, m - h)):.1f}" y2="{Y(m + h):.1f}" stroke="{stroke}"/>'
-                         f'<circle cx="{x:.1f}" cy="{Y(m):.1f}" r="3" fill="{stroke}"><title>{LABELS.get(n, escape(n))}, '
-                         f'K={k}: {m:.1f} ± {h:.1f} updates</title></circle>')
-        y = top + 14 + 20 * offset
-        parts.append(f'<line x1="{width - right + 14}" x2="{width - right + 34}" y1="{y - 4}" y2="{y - 4}" stroke="{stroke}" '
-                     f'stroke-width="2"/><text x="{width - right + 40}" y="{y}">{LABELS.get(n, escape(n))}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
 
 
 def sweep_section(results):
@@ -479,7 +375,7 @@ def sweep_section(results):
                          f'(&lambda; {per_k[k]["methods"][n]["lambda"]}; {per_k[k]["methods"][n]["final_length"]:.0f} tokens, '
                          f'KL {per_k[k]["methods"][n]["final_kl"]:.1f})' for n in names] for k in ks]))
     for k in ks:
-        out += [f"<h3>Learning curves, K = {k}</h3>", curves_svg(per_k[k]["methods"], f"validation {metric}")]
+        out += [f"<h3>Learning curves, K = {k}</h3>", curves(per_k[k]["methods"], f"validation {metric}")]
     out += ["<h3>The setting, measured</h3><p>Share of each kind of site the SFT policy gets wrong, on validation "
             "prompts of every K: sampled at temperature 1 (what PPO starts from) and greedy (what the metric reads). "
             f"Correlation between two sites' errors (phi, sampled): mean {sites['sampled']['correlation']['mean'] or 0:.3f}, "
@@ -523,3 +419,123 @@ def find_results(folder):
         out.append(results)
     order = ["summarize", "code", "qa"]
     return sorted(out, key=lambda r: order.index(r["task"]) if r["task"] in order else len(order))
+
+
+# ---------------------------------------------------------------------------------------------
+# The run's results: the report's token-level showcase, the file, and the terminal
+
+SHOWN = 6          # test prompts the report shows token by token (the first whose SFT response is blamed)
+
+
+def showcase(task, tokenizer, examples, samples, reward_model):
+    """Token-level views of a few test prompts for the report. samples: {method: its saved greedy
+    test samples} (say "sft" and "text2grad"), one per example in order. The first SHOWN prompts whose
+    SFT response the critic blames (then any others) get, per method: the response cut into tokens'
+    text (tokenizer.pieces), the critic's delta per token and critique, the reward model's."""
+    blamed = [i for i, s in enumerate(samples["sft"]) if s["poor_spans"]]
+    chosen = (blamed + [i for i in range(len(examples)) if i not in blamed])[:SHOWN]
+    entries = [{"prompt": examples[i].prompt, "reference": examples[i].reference} for i in chosen]
+    for name, rows in samples.items():
+        ids = [tokenizer.encode(rows[i]["response"]) for i in chosen]
+        critiques, deltas = reward_model.predict(tokenizer, [examples[i].prompt for i in chosen], ids)
+        for entry, i, r, critique, delta in zip(entries, chosen, ids, critiques, deltas):
+            row = rows[i]
+            entry[name] = {"response": row["response"], "pieces": tokenizer.pieces(r),
+                           "score": task.metrics(examples[i], row["response"])[task.PRIMARY],
+                           "critic": {"critique": row["textual_feedback"],
+                                      "delta": [int(d) for d in align(row["response"], tokenizer.offsets(r), row)[0]]},
+                           "reward_model": {"critique": critique, "delta": delta}}
+    return entries
+
+
+def write_report(folder):
+    """folder/report.html from the results.json in folder (or in each sub-folder, for --task all)."""
+    atomic_save(render(find_results(folder)), os.path.join(folder, "report.html"))
+
+
+def print_reward_models(task, results):
+    """The reward models' span F1 (and, with several seeds, cot - no_cot paired over them)."""
+    rm = results["reward_model"]
+    for name in ("cot", "no_cot"):
+        print(f"[{task.NAME}] reward model {name:6s}: span F1 positive {rm[name]['positive_f1']:.3f}, "
+              f"negative {rm[name]['negative_f1']:.3f}, exact spans {rm[name]['exact_span_match']:.3f}"
+              + (f", critique ROUGE-L {rm[name]['critique_rougeL']:.3f}" if name == "cot" else ""))
+    print(f"[{task.NAME}] reward model scalar: correlation with the summed labels {rm['scalar']['score_correlation']:.3f}")
+    for metric, d in results.get("reward_paired", {}).items():
+        print(f"[{task.NAME}] {metric}, cot - no_cot over {len(rm['cot']['seeds'][metric])} reward-model seeds: "
+              f"{d['mean']:+.3f} ± {d['ci95']:.3f} ({d['verdict']}); cot "
+              + " ".join(f"{v:.3f}" for v in rm["cot"]["seeds"][metric]) + ", no_cot "
+              + " ".join(f"{v:.3f}" for v in rm["no_cot"]["seeds"][metric]))
+
+
+def print_results(task, results):
+    """The results table, the paired differences, the lambda grid, convergence and credit landing."""
+    methods, convergence = results["methods"], results["convergence"]
+    print(f"\n{task.NAME}: test {task.PRIMARY} (mean ± 95% interval over seeds; final validation; explained "
+          f"variance of V at the last update against the GAE returns and the reward-to-go, mean over seeds)")
+    for name, m in methods.items():
+        per_seed = " ".join(f"{s:.3f}" for s in m["scores"])
+        extra = (f"   lambda {m['lambda']:<4}  EV {stats.mean_ci95(m['explained_variance'])[0]:.2f} "
+                 f"(reward-to-go {stats.mean_ci95(m['explained_variance_mc'])[0]:.2f})" if name != "sft" else "")
+        print(f"  {name:17s} {m['score']:.3f} ± {m['ci95']:.3f}   validation {m['curve'][-1][1]:.3f}   "
+              f"seeds: {per_seed}{extra}")
+    if len(methods["text2grad"]["scores"]) < 2:
+        print("  paired differences need two seeds or more: run with --seeds 5 (add --resume to keep this run)")
+    else:
+        print("  paired differences over seeds (95% interval):")
+        for key, d in results["paired"].items():
+            print(f"    {key:32s} {d['mean']:+.3f} ± {d['ci95']:.3f}   {d['verdict']}")
+    print("  GAE lambda grid, final validation at the first seed: " + "; ".join(
+        f"{name} " + " ".join(f"{lam}:{score:.3f}" for lam, score in grid.items())
+        for name, grid in results["lambda_grid"].items()))
+    print(f"  first update whose mean validation reaches ppo_scalar's final {convergence['level']:.3f} "
+          f"(checked every {convergence['eval_every']}): "
+          + ", ".join(f"{name} {convergence['updates'][name]}" for name in convergence["updates"]))
+    landing = results["credit_landing"]
+    if not landing["responses"]:
+        print("  credit landing: the critic blames none of the SFT policy's validation samples")
+        return
+    print(f"  credit landing, change of log pi after one PPO iteration on {landing['responses']} criticised "
+          f"responses ({landing['tokens']['poor']} poor-span / {landing['tokens']['good']} good-span / "
+          f"{landing['tokens']['neutral']} neutral tokens); concentration = poor tokens' share of the movement "
+          f"over their share of the tokens:")
+    for name in (n for n in methods if n != "sft"):
+        c = landing[name]
+        low, high = c["concentration_ci95"]
+        print(f"    {name:17s} lambda {c['lambda']:<4} mean change: poor {c['poor']:+.4f}  good {c['good']:+.4f}  "
+              f"neutral {c['neutral']:+.4f}   concentration {c['concentration']:.2f} [{low:.2f}, {high:.2f}]")
+    for key, d in landing["paired"].items():
+        print(f"    concentration, {key:26s} {d['difference']:+.2f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] "
+              f"(paired bootstrap over the same responses)")
+
+
+def print_showcase(entries):
+    """A few test prompts in the terminal: the SFT and the Text2Grad response, tokens coloured by the
+    reward model's delta, each with its critique. Only on a terminal (the report has them all)."""
+    if not sys.stdout.isatty() or not entries:
+        return
+    print("\nthe reward model's reading of a few test responses (red: delta -1, green: +1)")
+    for entry in entries:
+        print(f"  prompt: {entry['prompt']}")
+        for name in ("sft", "text2grad"):
+            side = entry[name]
+            print(f"  {name + ':':10s} {colour_tokens(side['pieces'], side['reward_model']['delta'])}\n"
+                  f"  {'':10s} critique: {side['reward_model']['critique']}")
+
+
+def main(argv):
+    """python text2grad.py report --out DIR: rebuild DIR/report.html from DIR's results.json."""
+    parser = argparse.ArgumentParser(prog="text2grad.py report", description="rebuild report.html from an "
+                                     "existing results.json (and each sub-folder's, for a --task all run), no training")
+    parser.add_argument("--out", default="runs/summarize", help="the run's output directory (default: runs/summarize)")
+    args = parser.parse_args(argv)
+    try:
+        write_report(args.out)
+    except ValueError as error:
+        fail(str(error))
+    except (KeyError, TypeError, AttributeError, IndexError) as error:
+        fail(f"a results.json in {args.out} lacks what the report needs ({type(error).__name__}: {error}); "
+             f"it may come from an older version: run the experiment again")
+    except OSError as error:
+        fail(f"cannot write the report ({error.strerror or error}: {error.filename or args.out})")
+    print(f"-> {os.path.join(args.out, 'report.html')}")

@@ -28,6 +28,7 @@ import time
 
 import torch
 
+import figures
 import report
 import stats
 import text2grad as t2g
@@ -85,7 +86,7 @@ def thresholds(curves, start, budget, eval_every):
     out = {}
     for q in THRESHOLDS:
         level = start + q * (1 - start)
-        reached = [t2g.updates_to_match(curve, level) for curve in curves]
+        reached = [stats.updates_to_match(curve, level) for curve in curves]
         out[str(q)] = {"level": level, "per_seed": [budget + eval_every if u is None else u for u in reached],
                        "censored": sum(u is None for u in reached)}
     return out
@@ -233,8 +234,8 @@ def run(args):
     results["wall_time_s"] = sum(progress.time(s) for s in progress.done) + sum(
         r["time_s"] for r in results["per_k"].values())
     atomic_save(json.dumps(results, indent=2), path("results.json"))
-    t2g.write_report(args.out)
-    atomic_save(report.thresholds_svg(results["per_k"], "0.9"), path("updates_to_90.svg"))  # the README's figure
+    report.write_report(args.out)
+    atomic_save(figures.thresholds_svg(results["per_k"], "0.9"), path("updates_to_90.svg"))  # the README's figure
     print_sweep(results)
     print(f"[sweep] total {results['wall_time_s']:.0f}s -> {path('results.json')}, {path('report.html')}")
     return results

@@ -50,6 +50,7 @@ from dataclasses import replace
 import torch
 
 import credit
+import figures
 import parallel
 import ppo
 import report
@@ -59,7 +60,7 @@ from align import align
 from data import SPLITS, get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig
-from reward import (RewardModel, annotate, colour_tokens, encode_splits, evaluate_reward_model, read_annotations,
+from reward import (RewardModel, annotate, encode_splits, evaluate_reward_model, read_annotations,
                     read_jsonl, train_reward_model)
 from runstate import Progress, checked, fail, load_checkpoint, pick_device, save_checkpoint
 from sft import (MAX_NEW_TOKENS, evaluate, flaw_rates, mean_metrics, policy_prompt, primary_score, respond,
@@ -123,9 +124,6 @@ METHODS = {"ppo_scalar": ("scalar", "last"), "text2grad": ("cot", "every"), "ora
 COMPARISONS = [("text2grad", "ppo_scalar"), ("oracle", "oracle_scalar"), ("oracle", "text2grad"),
                ("oracle_scalar", "ppo_scalar"), ("text2grad", "oracle_scalar")]
 SEEDED_METRICS = ("positive_f1", "negative_f1", "exact_span_match", "critique_rougeL")  # kept per reward-model seed
-SHOWN = 6          # test prompts the report shows token by token (the first whose SFT response is blamed)
-
-
 def experiment_splits(task, preset, seed):
     """(splits, demonstrations): held-out splits of the preset's sizes and a pool of
     preset["demonstrations"] training demonstrations for SFT, about as many as its steps draw, so
@@ -138,11 +136,6 @@ def experiment_splits(task, preset, seed):
     splits = make_splits(task, {**{s: preset[s] for s in SPLITS}, "train": pool}, seed=seed)
     demonstrations = splits["train"]
     return {**splits, "train": demonstrations[:preset["train"]]}, demonstrations
-
-
-def write_report(folder):
-    """folder/report.html from the results.json in folder (or in each sub-folder, for --task all)."""
-    atomic_save(report.render(report.find_results(folder)), os.path.join(folder, "report.html"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -334,7 +327,7 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         for lam in preset["lambdas"]:
             run_once(name, lam, seeds[0])
         curves = [progress[f"ppo/{name}/lambda{lam}/{seeds[0]}"]["curve"] for lam in preset["lambdas"]]
-        scores = [choice_score(curve, preset.get("choose_by", "final")) for curve in curves]
+        scores = [stats.choice_score(curve, preset.get("choose_by", "final")) for curve in curves]
         # under torchrun every rank averages the same numbers, so every rank makes the same choice
         scores = parallel.all_mean(torch.tensor(scores, dtype=torch.float64, device=device)).tolist()
         grid[name] = dict(zip(preset["lambdas"], scores))
@@ -369,41 +362,6 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         print(f"[{task.NAME}] {name:17s} lambda {lam:<4} test {task.PRIMARY} {score:.3f} ± {ci95:.3f} over "
               f"{len(seeds)} seed(s), {time_s:.0f}s")
     return methods, history, grid
-
-
-def choice_score(curve, choose_by):
-    """What a lambda is chosen by, from its validation curve [(update, score, ...)]: the final score
-    ("final") or the mean over the curve's points ("mean", which rewards getting there sooner)."""
-    if choose_by == "mean":
-        return sum(p[1] for p in curve) / len(curve)
-    return curve[-1][1]
-
-
-def updates_to_match(curve, level):
-    """First update at which a learning curve [(update, score, ...)] reaches `level` (to within 1e-9,
-    so a level computed in floating point is met by the score it stands for); None if never."""
-    return next((p[0] for p in curve if p[1] >= level - 1e-9), None)
-
-
-def showcase(task, tokenizer, examples, samples, reward_model):
-    """Token-level views of a few test prompts for the report. samples: {method: its saved greedy
-    test samples} (say "sft" and "text2grad"), one per example in order. The first SHOWN prompts whose
-    SFT response the critic blames (then any others) get, per method: the response cut into tokens'
-    text (tokenizer.pieces), the critic's delta per token and critique, the reward model's."""
-    blamed = [i for i, s in enumerate(samples["sft"]) if s["poor_spans"]]
-    chosen = (blamed + [i for i in range(len(examples)) if i not in blamed])[:SHOWN]
-    entries = [{"prompt": examples[i].prompt, "reference": examples[i].reference} for i in chosen]
-    for name, rows in samples.items():
-        ids = [tokenizer.encode(rows[i]["response"]) for i in chosen]
-        critiques, deltas = reward_model.predict(tokenizer, [examples[i].prompt for i in chosen], ids)
-        for entry, i, r, critique, delta in zip(entries, chosen, ids, critiques, deltas):
-            row = rows[i]
-            entry[name] = {"response": row["response"], "pieces": tokenizer.pieces(r),
-                           "score": task.metrics(examples[i], row["response"])[task.PRIMARY],
-                           "critic": {"critique": row["textual_feedback"],
-                                      "delta": [int(d) for d in align(row["response"], tokenizer.offsets(r), row)[0]]},
-                           "reward_model": {"critique": critique, "delta": delta}}
-    return entries
 
 
 # ---------------------------------------------------------------------------------------------
@@ -469,19 +427,10 @@ def run(args):
     results["alignment"] = {"unaligned_rate": sum(a["unaligned"] for a in alignment.values()) / max(1, spans),
                             **alignment}
     rm = results["reward_model"]
-    for name in ("cot", "no_cot"):
-        print(f"[{task.NAME}] reward model {name:6s}: span F1 positive {rm[name]['positive_f1']:.3f}, "
-              f"negative {rm[name]['negative_f1']:.3f}, exact spans {rm[name]['exact_span_match']:.3f}"
-              + (f", critique ROUGE-L {rm[name]['critique_rougeL']:.3f}" if name == "cot" else ""))
-    print(f"[{task.NAME}] reward model scalar: correlation with the summed labels {rm['scalar']['score_correlation']:.3f}")
     if len(reward_seeds) > 1:  # the critique's worth, beyond the reward model's seed-to-seed variation
         results["reward_paired"] = {metric: stats.paired_difference(rm["cot"]["seeds"][metric], rm["no_cot"]["seeds"][metric])
                                     for metric in ("positive_f1", "negative_f1")}
-        for metric, d in results["reward_paired"].items():
-            print(f"[{task.NAME}] {metric}, cot - no_cot over {len(reward_seeds)} reward-model seeds: "
-                  f"{d['mean']:+.3f} ± {d['ci95']:.3f} ({d['verdict']}); cot "
-                  + " ".join(f"{v:.3f}" for v in rm["cot"]["seeds"][metric]) + ", no_cot "
-                  + " ".join(f"{v:.3f}" for v in rm["no_cot"]["seeds"][metric]))
+    report.print_reward_models(task, results)
 
     seeds = [args.seed + k for k in range(args.seeds)]
     results["methods"], results["ppo_history"], results["lambda_grid"] = ppo_stage(
@@ -493,7 +442,7 @@ def run(args):
     # curve at or above it (scalar PPO itself may get there before its last update).
     level = methods["ppo_scalar"]["curve"][-1][1]
     results["convergence"] = {"level": level, "eval_every": preset["eval_every"],
-                              "updates": {name: updates_to_match(methods[name]["curve"], level) for name in METHODS}}
+                              "updates": {name: stats.updates_to_match(methods[name]["curve"], level) for name in METHODS}}
 
     start = time.time()
     if "credit_landing" not in progress:
@@ -509,8 +458,8 @@ def run(args):
     if "showcase" not in progress:
         saved = {name: read_jsonl(path(file)) for name, file in (("sft", "samples.jsonl"),
                                                                  ("text2grad", "samples_text2grad.jsonl"))}
-        progress.finish("showcase", {"showcase": showcase(task, tokenizer, splits["test"], saved,
-                                                          reward_models["cot"])}, start)
+        progress.finish("showcase", {"showcase": report.showcase(task, tokenizer, splits["test"], saved,
+                                                                 reward_models["cot"])}, start)
     results.update(progress["showcase"])
     stages = {"data": ["data"], "sft": ["sft"], "evaluate": ["evaluate"], "annotate": ["annotate"],
               "reference_trunk": ["reference_trunk"] if "reference_trunk" in progress else [],
@@ -522,87 +471,14 @@ def run(args):
     results["wall_time_s"] = {key: sum(progress.time(s) for s in names) for key, names in stages.items()}
     atomic_save(json.dumps(results, indent=2), path("results.json"))
     if results["sft_training"]["curve"]:  # the README's figure
-        atomic_save(report.curves_svg(report.sft_curve_series(results), "validation", x_label="SFT step",
-                                      standalone=True), path("sft_curve.svg"))
-    write_report(args.out)
-    print_results(task, results)
-    print_showcase(results["showcase"][:3])
+        atomic_save(figures.curves_svg(figures.sft_curve_series(results), "validation", x_label="SFT step",
+                                       standalone=True), path("sft_curve.svg"))
+    report.write_report(args.out)
+    report.print_results(task, results)
+    report.print_showcase(results["showcase"][:3])
     print(f"[{task.NAME}] total {sum(results['wall_time_s'].values()):.0f}s -> {path('results.json')}, "
           f"{path('report.html')}")
     return results
-
-
-def print_results(task, results):
-    """The results table, the paired differences, the lambda grid, convergence and credit landing."""
-    methods, convergence = results["methods"], results["convergence"]
-    print(f"\n{task.NAME}: test {task.PRIMARY} (mean ± 95% interval over seeds; final validation; explained "
-          f"variance of V at the last update against the GAE returns and the reward-to-go, mean over seeds)")
-    for name, m in methods.items():
-        per_seed = " ".join(f"{s:.3f}" for s in m["scores"])
-        extra = (f"   lambda {m['lambda']:<4}  EV {stats.mean_ci95(m['explained_variance'])[0]:.2f} "
-                 f"(reward-to-go {stats.mean_ci95(m['explained_variance_mc'])[0]:.2f})" if name != "sft" else "")
-        print(f"  {name:17s} {m['score']:.3f} ± {m['ci95']:.3f}   validation {m['curve'][-1][1]:.3f}   "
-              f"seeds: {per_seed}{extra}")
-    if len(methods["text2grad"]["scores"]) < 2:
-        print("  paired differences need two seeds or more: run with --seeds 5 (add --resume to keep this run)")
-    else:
-        print("  paired differences over seeds (95% interval):")
-        for key, d in results["paired"].items():
-            print(f"    {key:32s} {d['mean']:+.3f} ± {d['ci95']:.3f}   {d['verdict']}")
-    print("  GAE lambda grid, final validation at the first seed: " + "; ".join(
-        f"{name} " + " ".join(f"{lam}:{score:.3f}" for lam, score in grid.items())
-        for name, grid in results["lambda_grid"].items()))
-    print(f"  first update whose mean validation reaches ppo_scalar's final {convergence['level']:.3f} "
-          f"(checked every {convergence['eval_every']}): "
-          + ", ".join(f"{name} {convergence['updates'][name]}" for name in METHODS))
-    landing = results["credit_landing"]
-    if not landing["responses"]:
-        print("  credit landing: the critic blames none of the SFT policy's validation samples")
-        return
-    print(f"  credit landing, change of log pi after one PPO iteration on {landing['responses']} criticised "
-          f"responses ({landing['tokens']['poor']} poor-span / {landing['tokens']['good']} good-span / "
-          f"{landing['tokens']['neutral']} neutral tokens); concentration = poor tokens' share of the movement "
-          f"over their share of the tokens:")
-    for name in METHODS:
-        c = landing[name]
-        low, high = c["concentration_ci95"]
-        print(f"    {name:17s} lambda {c['lambda']:<4} mean change: poor {c['poor']:+.4f}  good {c['good']:+.4f}  "
-              f"neutral {c['neutral']:+.4f}   concentration {c['concentration']:.2f} [{low:.2f}, {high:.2f}]")
-    for key, d in landing["paired"].items():
-        print(f"    concentration, {key:26s} {d['difference']:+.2f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] "
-              f"(paired bootstrap over the same responses)")
-
-
-def print_showcase(entries):
-    """A few test prompts in the terminal: the SFT and the Text2Grad response, tokens coloured by the
-    reward model's delta, each with its critique. Only on a terminal (the report has them all)."""
-    if not sys.stdout.isatty() or not entries:
-        return
-    print("\nthe reward model's reading of a few test responses (red: delta -1, green: +1)")
-    for entry in entries:
-        print(f"  prompt: {entry['prompt']}")
-        for name in ("sft", "text2grad"):
-            side = entry[name]
-            print(f"  {name + ':':10s} {colour_tokens(side['pieces'], side['reward_model']['delta'])}\n"
-                  f"  {'':10s} critique: {side['reward_model']['critique']}")
-
-
-def report_command(argv):
-    """python text2grad.py report --out DIR: rebuild DIR/report.html from DIR's results.json."""
-    parser = argparse.ArgumentParser(prog="text2grad.py report", description="rebuild report.html from an "
-                                     "existing results.json (and each sub-folder's, for a --task all run), no training")
-    parser.add_argument("--out", default="runs/summarize", help="the run's output directory (default: runs/summarize)")
-    args = parser.parse_args(argv)
-    try:
-        write_report(args.out)
-    except ValueError as error:
-        fail(str(error))
-    except (KeyError, TypeError, AttributeError, IndexError) as error:
-        fail(f"a results.json in {args.out} lacks what the report needs ({type(error).__name__}: {error}); "
-             f"it may come from an older version: run the experiment again")
-    except OSError as error:
-        fail(f"cannot write the report ({error.strerror or error}: {error.filename or args.out})")
-    print(f"-> {os.path.join(args.out, 'report.html')}")
 
 
 def add_run_flags(parser):
@@ -633,7 +509,7 @@ def check_run_flags(args):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["report"]:
-        return report_command(argv[1:])
+        return report.main(argv[1:])
     if argv[:1] == ["sweep"]:
         import sweep  # the K sweep (sweep.py) imports this module
         return sweep.main(argv[1:])
@@ -680,7 +556,7 @@ def main(argv=None):
         except Diverged as error:
             fail(f"training diverged: {error}")
     if args.task == "all":
-        write_report(args.out)
+        report.write_report(args.out)
         print(f"all tasks -> {os.path.join(args.out, 'report.html')}")
 
 

@@ -7,6 +7,7 @@ import torch
 
 import credit
 import reward
+import stats
 import text2grad
 from data import get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
@@ -80,8 +81,8 @@ def test_scalar_reward_sits_on_the_eos(setup):
 
 def test_updates_to_match():
     curve = [[0, 0.5], [3, 0.7], [6, 0.9], [9, 0.85]]
-    assert text2grad.updates_to_match(curve, 0.9) == 6
-    assert text2grad.updates_to_match(curve, 0.95) is None
+    assert stats.updates_to_match(curve, 0.9) == 6
+    assert stats.updates_to_match(curve, 0.95) is None
 
 
 class FixedSpans:

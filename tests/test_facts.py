@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+import stats
 import sweep
 import text2grad
 from data import Example, facts
@@ -105,8 +106,8 @@ def test_site_statistics_by_hand():
 
 def test_updates_to_threshold_by_hand():
     curve = [(0, 0.2), (2, 0.5), (4, 0.7), (6, 0.95)]
-    assert text2grad.updates_to_match(curve, 0.6) == 4 and text2grad.updates_to_match(curve, 0.5) == 2
-    assert text2grad.updates_to_match(curve, 0.99) is None
+    assert stats.updates_to_match(curve, 0.6) == 4 and stats.updates_to_match(curve, 0.5) == 2
+    assert stats.updates_to_match(curve, 0.99) is None
     # from 0.2, half the gap to 1 is 0.6, 90% is 0.92; a curve that never gets there counts as 6 + 2
     out = sweep.thresholds([curve, [(0, 0.2), (2, 0.3), (4, 0.4), (6, 0.61)]], 0.2, 6, 2)
     assert out["0.5"]["level"] == pytest.approx(0.6) and out["0.5"]["per_seed"] == [4, 6]
@@ -134,10 +135,10 @@ def test_growth_of_a_ratio_from_k_1():
 
 def test_lambda_is_chosen_by_the_final_score_or_the_curve_mean():
     sooner, later = [(0, 0.2), (1, 0.9), (2, 0.9)], [(0, 0.2), (1, 0.5), (2, 0.95)]
-    assert text2grad.choice_score(sooner, "final") == 0.9 and text2grad.choice_score(later, "final") == 0.95
-    assert text2grad.choice_score(sooner, "mean") == pytest.approx(2.0 / 3)
-    assert text2grad.choice_score(later, "mean") == pytest.approx(1.65 / 3)
-    assert text2grad.choice_score([(0, 0.2, 0.1), (1, 0.6, 0.0)], "mean") == pytest.approx(0.4)  # a test score beside
+    assert stats.choice_score(sooner, "final") == 0.9 and stats.choice_score(later, "final") == 0.95
+    assert stats.choice_score(sooner, "mean") == pytest.approx(2.0 / 3)
+    assert stats.choice_score(later, "mean") == pytest.approx(1.65 / 3)
+    assert stats.choice_score([(0, 0.2, 0.1), (1, 0.6, 0.0)], "mean") == pytest.approx(0.4)  # a test score beside
 
 
 def test_sweep_splits_share_no_prompt_and_hold_one_k_each():

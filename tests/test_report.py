@@ -7,6 +7,7 @@ from html.parser import HTMLParser
 
 import pytest
 
+import figures
 import report
 import text2grad
 
@@ -155,7 +156,7 @@ def test_thresholds_chart_places_points_by_hand():
     # steps by ceil(15.706 / 4) = 4 updates up to 16
     per_k = {"1": {"thresholds": {"oracle": {"0.9": {"per_seed": [6, 6]}}}},
              "8": {"thresholds": {"oracle": {"0.9": {"per_seed": [2, 4]}}}}}
-    svg = report.thresholds_svg(per_k, "0.9", width=700, height=300)
+    svg = figures.thresholds_svg(per_k, "0.9", width=700, height=300)
     page = Page(svg)
     assert page.tags.count("polyline") == 1
     ticks = re.findall(r'text-anchor="end">(\d+)</text>', svg)
@@ -170,7 +171,24 @@ def test_standalone_curve_svg_coordinates():
     # one series, (200, 0.5) and (400, 0.7); plot 56..624 wide, 12..238 high (62 below for the legend);
     # the y range is padded by 5% of 0.2: 0.49..0.71. By hand: x 56 and 624; y 12 + 226 * (0.71 - v) / 0.22
     series = {"right_answer": {"curve": [[200, 0.5], [400, 0.7]], "curve_ci95": [[200, 0.0], [400, 0.0]]}}
-    svg = report.curves_svg(series, "validation", x_label="SFT step", standalone=True)
+    svg = figures.curves_svg(series, "validation", x_label="SFT step", standalone=True)
     assert svg.startswith("<svg") and svg.endswith("</svg>") and "<p>" not in svg  # no HTML legend
     assert 'points="56.0,227.7 624.0,22.3"' in svg
     assert ">SFT step</text>" in svg and ">right_answer</text>" in svg  # axis label and legend, inside the SVG
+
+
+def test_figures_command_writes_one_chart_per_curve(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    (runs / "qa").mkdir(parents=True)
+    results = results_for("qa", [["a"]])
+    results["sft_training"] = {"curve": [[10, {"right_answer": 0.2, "f1": 0.5}], [20, {"right_answer": 0.4, "f1": 0.6}]]}
+    (runs / "qa" / "results.json").write_text(json.dumps(results))
+    figures.main(["--runs", str(runs), "--out", str(tmp_path / "figures")])
+    assert sorted(os.listdir(tmp_path / "figures")) == ["qa_ppo_curves.svg", "qa_sft_curve.svg"]
+    ppo_curves = Page((tmp_path / "figures" / "qa_ppo_curves.svg").read_text())
+    sft_curve = Page((tmp_path / "figures" / "qa_sft_curve.svg").read_text())
+    assert sorted(ppo_curves.curves) == sorted(text2grad.METHODS) and sorted(sft_curve.curves) == ["f1", "right_answer"]
+    with pytest.raises(SystemExit) as exit:
+        figures.main(["--runs", str(tmp_path / "nothing"), "--out", str(tmp_path / "figures")])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and "no results.json" in err and err.count("\n") == 1
