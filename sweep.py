@@ -28,6 +28,7 @@ import time
 
 import torch
 
+import cli
 import figures
 import report
 import stats
@@ -276,12 +277,12 @@ def main(argv):
                         "with more seeds adds runs)")
     parser.add_argument("--preset", default="default", choices=sorted(PRESETS), help="run size")
     parser.add_argument("--out", default="runs/sweep", help="output directory (default runs/sweep)")
-    t2g.add_run_flags(parser)
+    cli.add_run_flags(parser)
     args = parser.parse_args(argv)
     if any(k not in facts.KS for k in args.ks):
         fail(f"--ks: each K must be one of {list(facts.KS)} (the training split mixes those)")
     args.ks = sorted(set(args.ks))
-    t2g.check_run_flags(args)
+    cli.check_run_flags(args)
     try:
         return run(args)
     except OSError as error:

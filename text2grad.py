@@ -1,49 +1,24 @@
-"""text2grad: the experiment, end to end, on one toy task.
+"""text2grad: the experiment, end to end, on one toy task. Read it top to bottom:
 
-    data -> tokenizer -> SFT policy -> annotate (critic) -> reward models -> PPO (the 2x2 of METHODS:
-    Text2Grad, scalar PPO and the critic's own rewards placed both ways, GAE lambda chosen per method
-    on validation, several seeds) -> evaluate -> results table
+    the 2 x 2 of methods and reward_function, where each method's reward lands (the key idea)
+    data -> tokenizer -> SFT policy -> annotation by the task's critic -> reward models
+    -> PPO with each method's reward (GAE lambda chosen on validation, several seeds)
+    -> test, credit landing, report (run)
 
-Run `python text2grad.py --help` for the flags. Everything a run makes goes into --out:
-    tokenizer.json              the byte-level BPE tokenizer
-    sft.pt                      the SFT policy checkpoint (weights, model config, tokenizer, step)
-    samples.jsonl               greedy SFT test responses with the critic's annotation
-    annotations_{split}.jsonl   sampled SFT responses annotated by the critic (reward-model data)
-    reference_trunk.pt          with --reward-start references: the reward models' trunk, trained on the references
-    reward_{cot,no_cot,scalar}.pt  the reward models (the first --reward-seeds seed's, the ones PPO uses)
-    ppo_{method}.pt             the policy after PPO with each reward, first seed
-    ppo_{method}_lambda{l}_seed{s}.pt  each PPO run's policy until its test evaluation (then removed)
-    samples_{method}.jsonl      its greedy test responses with the critic's annotation, first seed
-    sft_curve.svg               the SFT policy's greedy validation metrics against its training step
-    results.json                metrics per stage and method, credit landing, the report's token-level
-                                showcase, wall time per stage
-    report.html                 the run as one self-contained page (report.py); a --task all run
-                                also writes one for all tasks into --out
-    progress.json               the stages finished so far and what they measured (for --resume)
-    {loop}.partial.pt           a running training loop's snapshot (for --resume), removed when done
-    value_settings.json         written by `python value.py` (value-head settings compared)
+`python text2grad.py --help` lists the flags (cli.py); the README lists what a run writes.
 
 Seeds: --seeds N repeats the PPO stage N times (seed, seed+1, ...), each method from the same SFT
-policy and reward models; the interval over seeds is therefore the spread of PPO itself (rollout
-sampling, minibatch order), not of SFT or reward-model training, which run once. --reward-seeds N
-trains the span reward models N times (seed, seed+1, ...: only their minibatch order differs), to
-compare the critique with its ablation beyond that spread; PPO uses the first. For a given seed
-every method draws the same training prompts in the same order, so methods are compared seed by
-seed (stats.paired_difference). The first seed's run at the chosen lambda is the one that won the
-lambda grid on validation, so it is selected, not drawn: a small optimistic bias on that seed, the
-same procedure for every method.
-
-Simplifications, on purpose: one fixed learning-rate schedule, no gradient accumulation, mixed
-precision only as bf16 autocast of the forward on CUDA (model.py); the whole dataset lives in memory
-(tens of thousands of short strings).
+policy and reward models, so the interval over seeds is the spread of PPO itself. For a given seed
+every method draws the same training prompts in the same order: methods are compared seed by seed
+(stats.paired_difference). The first seed's run at the chosen lambda won the lambda grid on
+validation, so it is selected, not drawn: a small optimistic bias, the same for every method.
+--reward-seeds N trains the span reward models N times (only the minibatch order differs), to
+compare the critique with its ablation beyond that spread; PPO uses the first.
 """
-import argparse
 import copy
 import glob
 import json
 import os
-import signal
-import sys
 import time
 from dataclasses import replace
 
@@ -55,8 +30,8 @@ import parallel
 import ppo
 import report
 import stats
-from checkpoint import Diverged, Interrupted, atomic_save, on_sigint
 from align import align
+from checkpoint import atomic_save
 from data import SPLITS, get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig
@@ -105,6 +80,10 @@ PRESETS = {
                  ppo=dict(updates=2, batch_size=8, minibatch_size=8, lr=3e-5), eval_every=1,
                  lambdas=(0.0, 0.95)),
 }
+
+# ---------------------------------------------------------------------------------------------
+# The methods compared, and where each one's reward lands
+
 # The three reward models: name -> (kind, cot). "cot" is Text2Grad's; "no_cot" the paper's ablation
 # without the critique; "scalar" one score per response, for the standard-PPO baseline.
 REWARD_MODELS = {"cot": ("span", True), "no_cot": ("span", False), "scalar": ("scalar", False)}
@@ -124,6 +103,44 @@ METHODS = {"ppo_scalar": ("scalar", "last"), "text2grad": ("cot", "every"), "ora
 COMPARISONS = [("text2grad", "ppo_scalar"), ("oracle", "oracle_scalar"), ("oracle", "text2grad"),
                ("oracle_scalar", "ppo_scalar"), ("text2grad", "oracle_scalar")]
 SEEDED_METRICS = ("positive_f1", "negative_f1", "exact_span_match", "critique_rougeL")  # kept per reward-model seed
+
+
+def reward_function(method, task, tokenizer, examples, reward_models, length_limit=None):
+    """The reward for PPO, the one place the methods differ: f(indices, tokens, mask) -> scores (B, N)
+    for sampled responses to examples[indices]. METHODS[method] = (judge, where):
+      judge "cot"     Text2Grad's reward model writes a critique, then a delta per token
+            "no_cot"  the same model without the critique
+            "critic"  the task's own critic, its spans aligned to the sampled tokens
+            "scalar"  the scalar reward model: one number per response, trained on sum_t delta_t
+      where "every"   score_t = delta_t on every response token (positive deltas fade past length_limit,
+                      ppo.dense_scores, the guard against farming praise by length)
+            "last"    the same scores summed, sum_t score_t, on the last real token, 0 elsewhere
+                      (ppo.final_scores): the same information in one number. The scalar reward
+                      model is trained on the plain sum_t delta_t (the usual scalar baseline)"""
+    judge, where = METHODS[method]
+    if judge == "scalar" and where != "last":
+        raise ValueError(f"{method}: the scalar reward model has one score per response; it can only land on the last token")
+    prompts = [tokenizer.encode(e.prompt) for e in examples]
+
+    def scores(indices, tokens, mask):
+        ids, mask = response_ids(tokenizer, tokens, mask), mask.float()
+        batch_prompts = [prompts[i] for i in indices]
+        if judge == "scalar":
+            return ppo.final_scores(reward_models["scalar"].predict(tokenizer, batch_prompts, ids), mask)
+        if judge == "critic":
+            texts = [tokenizer.decode(r) for r in ids]
+            deltas = [align(text, tokenizer.offsets(r), task.critique(examples[i], text))[0]
+                      for i, text, r in zip(indices, texts, ids)]
+        else:
+            _, deltas = reward_models[judge].predict(tokenizer, batch_prompts, ids)
+        dense = ppo.dense_scores(deltas, mask, length_limit)
+        return ppo.final_scores(dense.sum(1), mask) if where == "last" else dense
+    return scores
+
+
+# ---------------------------------------------------------------------------------------------
+# Data, tokenizer and the SFT policy
+
 def experiment_splits(task, preset, seed):
     """(splits, demonstrations): held-out splits of the preset's sizes and a pool of
     preset["demonstrations"] training demonstrations for SFT, about as many as its steps draw, so
@@ -137,9 +154,6 @@ def experiment_splits(task, preset, seed):
     demonstrations = splits["train"]
     return {**splits, "train": demonstrations[:preset["train"]]}, demonstrations
 
-
-# ---------------------------------------------------------------------------------------------
-# The first stages: the tokenizer and the SFT policy
 
 def tokenizer_stage(task, train, vocab_size, out, progress):
     """The data stage: a tokenizer trained on the training split's text only, saved as
@@ -242,39 +256,6 @@ def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out,
 
 # ---------------------------------------------------------------------------------------------
 # PPO: the same SFT policy improved with each reward, over several seeds
-
-def reward_function(method, task, tokenizer, examples, reward_models, length_limit=None):
-    """The reward for PPO, the one place the methods differ: f(indices, tokens, mask) -> scores (B, N)
-    for sampled responses to examples[indices]. METHODS[method] = (judge, where):
-      judge "cot"     Text2Grad's reward model writes a critique, then a delta per token
-            "no_cot"  the same model without the critique
-            "critic"  the task's own critic, its spans aligned to the sampled tokens
-            "scalar"  the scalar reward model: one number per response, trained on sum_t delta_t
-      where "every"   score_t = delta_t on every response token (positive deltas fade past length_limit,
-                      ppo.dense_scores, the guard against farming praise by length)
-            "last"    the same scores summed, sum_t score_t, on the last real token, 0 elsewhere
-                      (ppo.final_scores): the same information in one number. The scalar reward
-                      model is trained on the plain sum_t delta_t (the usual scalar baseline)"""
-    judge, where = METHODS[method]
-    if judge == "scalar" and where != "last":
-        raise ValueError(f"{method}: the scalar reward model has one score per response; it can only land on the last token")
-    prompts = [tokenizer.encode(e.prompt) for e in examples]
-
-    def scores(indices, tokens, mask):
-        ids, mask = response_ids(tokenizer, tokens, mask), mask.float()
-        batch_prompts = [prompts[i] for i in indices]
-        if judge == "scalar":
-            return ppo.final_scores(reward_models["scalar"].predict(tokenizer, batch_prompts, ids), mask)
-        if judge == "critic":
-            texts = [tokenizer.decode(r) for r in ids]
-            deltas = [align(text, tokenizer.offsets(r), task.critique(examples[i], text))[0]
-                      for i, text, r in zip(indices, texts, ids)]
-        else:
-            _, deltas = reward_models[judge].predict(tokenizer, batch_prompts, ids)
-        dense = ppo.dense_scores(deltas, mask, length_limit)
-        return ppo.final_scores(dense.sum(1), mask) if where == "last" else dense
-    return scores
-
 
 def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, preset, seeds, compile, out, progress):
     """Every method of METHODS from the SFT policy, each run a stage of its own for --resume:
@@ -481,84 +462,6 @@ def run(args):
     return results
 
 
-def add_run_flags(parser):
-    """The flags every training command shares (this one and the K sweep's)."""
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
-    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
-                        help="torch.compile the PPO loss path (default off: at this vocabulary it is a small "
-                             "share of a PPO step, and compiling costs more than it saves; bench.py measures it)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --out: finished stages are "
-                        "loaded, a stopped training loop continues from its last snapshot")
-    parser.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
-                        help="how often a training loop saves its snapshot for --resume (default 60)")
-
-
-def check_run_flags(args):
-    """One line and exit status 2 for flags no run can use; then Ctrl-C stops after the current stage."""
-    if args.seeds < 1:
-        fail("--seeds must be at least 1")
-    if args.checkpoint_every < 0:
-        fail("--checkpoint-every must be 0 or more seconds")
-    if args.resume and not os.path.isdir(args.out):
-        fail(f"--resume: {args.out} does not exist, so there is nothing to resume; run without --resume")
-    signal.signal(signal.SIGINT, on_sigint)
-    return args
-
-
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["report"]:
-        return report.main(argv[1:])
-    if argv[:1] == ["sweep"]:
-        import sweep  # the K sweep (sweep.py) imports this module
-        return sweep.main(argv[1:])
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     epilog="python text2grad.py report --out DIR rebuilds DIR/report.html "
-                                            "from an earlier run, without training; python value.py --out DIR "
-                                            "compares value-head settings on a finished run; python text2grad.py "
-                                            "sweep --help: the sweep over K, the number of flaws per response.")
-    parser.add_argument("--task", default="summarize", choices=["summarize", "code", "qa", "all"],
-                        help="toy task to run (default: summarize)")
-    parser.add_argument("--preset", default="default", choices=sorted(PRESETS), help="run size")
-    parser.add_argument("--seeds", type=int, default=1, help="PPO runs per method at its chosen GAE lambda, seeds "
-                        "--seed, --seed+1, ... (default 1, to stay within 10 minutes; the README's experiment uses "
-                        "5; --resume with more seeds adds runs to a finished run)")
-    parser.add_argument("--out", default="runs", help="output directory (one sub-folder per task)")
-    parser.add_argument("--annotations", metavar="DIR", help="read annotations_{train,validation,test}.jsonl "
-                        "from DIR instead of sampling the SFT policy and running the critic")
-    parser.add_argument("--reward-start", default="sft", choices=["sft", "references"],
-                        help="the reward models' trunk: the SFT policy (default), or a policy trained the same way "
-                        "on the references, the demonstrations without their flaws")
-    parser.add_argument("--reward-seeds", type=int, default=1, help="train the span reward models (cot and no_cot) "
-                        "with this many seeds, to compare them beyond seed-to-seed variation; PPO uses the first "
-                        "(default 1)")
-    add_run_flags(parser)
-    args = check_run_flags(parser.parse_args(argv))
-    if args.reward_seeds < 1:
-        fail("--reward-seeds must be at least 1")
-    for name in (["summarize", "code", "qa"] if args.task == "all" else [args.task]):
-        try:
-            per_task = {"task": name, "out": os.path.join(args.out, name)}
-            if args.annotations and args.task == "all":
-                per_task["annotations"] = os.path.join(args.annotations, name)
-            run(argparse.Namespace(**{**vars(args), **per_task}))
-        except OSError as error:
-            fail(f"cannot write the output ({error.strerror or error}: {error.filename or args.out}); choose another --out")
-        except Interrupted as stop:
-            print(f"text2grad: interrupted ({stop}); every file written is complete; run the same command "
-                  f"with --resume to continue", file=sys.stderr)
-            sys.exit(130)
-        except KeyboardInterrupt:
-            print("text2grad: interrupted at once; every file written is complete; run the same command with "
-                  "--resume to continue from the last snapshot", file=sys.stderr)
-            sys.exit(130)
-        except Diverged as error:
-            fail(f"training diverged: {error}")
-    if args.task == "all":
-        report.write_report(args.out)
-        print(f"all tasks -> {os.path.join(args.out, 'report.html')}")
-
-
 if __name__ == "__main__":
-    main()
+    import cli  # the command line: flags, the report and sweep commands, bad input as one line
+    cli.main()

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+import cli
 import reward
 import text2grad
 import value
@@ -24,8 +25,8 @@ def write_annotations(folder, train_lines):
         (folder / f"annotations_{split}.jsonl").write_bytes(data)
 
 
-def run_fails(capsys, argv, main=text2grad.main):
-    """Run main(argv) (text2grad.main by default), expect exit status 2; return the error text (one line)."""
+def run_fails(capsys, argv, main=cli.main):
+    """Run main(argv) (cli.main by default: python text2grad.py), expect exit status 2; return the error text (one line)."""
     with pytest.raises(SystemExit) as exit:
         main(argv)
     err = capsys.readouterr().err

@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+import cli
 import stats
 import sweep
 import text2grad
@@ -155,7 +156,7 @@ def test_sweep_splits_share_no_prompt_and_hold_one_k_each():
 @pytest.mark.slow
 def test_the_sweep_end_to_end(tmp_path):
     out = tmp_path / "sweep"
-    text2grad.main(["sweep", "--preset", "tiny", "--device", "cpu", "--ks", "1", "2", "--seeds", "2", "--out", str(out)])
+    cli.main(["sweep", "--preset", "tiny", "--device", "cpu", "--ks", "1", "2", "--seeds", "2", "--out", str(out)])
     results = json.loads((out / "results.json").read_text())
     assert results["ks"] == [1, 2] and set(results["per_k"]) == {"1", "2"}
     for r in results["per_k"].values():
@@ -173,7 +174,7 @@ def test_the_sweep_end_to_end(tmp_path):
     figure = Page((out / "updates_to_90.svg").read_text(encoding="utf-8"))  # stand-alone, well formed
     assert figure.tags.count("polyline") == len(text2grad.METHODS)
     # --resume with one more seed adds runs and keeps the finished ones
-    text2grad.main(["sweep", "--preset", "tiny", "--device", "cpu", "--ks", "1", "2", "--seeds", "3", "--out", str(out), "--resume"])
+    cli.main(["sweep", "--preset", "tiny", "--device", "cpu", "--ks", "1", "2", "--seeds", "3", "--out", str(out), "--resume"])
     again = json.loads((out / "results.json").read_text())
     assert len(again["per_k"]["2"]["methods"]["text2grad"]["scores"]) == 3
     assert again["per_k"]["2"]["methods"]["text2grad"]["scores"][:2] == results["per_k"]["2"]["methods"]["text2grad"]["scores"]
@@ -181,6 +182,6 @@ def test_the_sweep_end_to_end(tmp_path):
 
 def test_bad_k_is_one_line(capsys):
     with pytest.raises(SystemExit) as stop:
-        text2grad.main(["sweep", "--ks", "3"])
+        cli.main(["sweep", "--ks", "3"])
     assert stop.value.code == 2
     assert capsys.readouterr().err.strip().count("\n") == 0

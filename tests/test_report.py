@@ -7,6 +7,7 @@ from html.parser import HTMLParser
 
 import pytest
 
+import cli
 import figures
 import report
 import text2grad
@@ -124,7 +125,7 @@ def test_rebuild_from_results_json(tmp_path, capsys):
     folder = tmp_path / "run"
     folder.mkdir()
     (folder / "results.json").write_text(json.dumps(results_for("code", [["a", "b"]])))
-    text2grad.main(["report", "--out", str(folder)])
+    cli.main(["report", "--out", str(folder)])
     assert Page((folder / "report.html").read_text(encoding="utf-8")).curves == list(text2grad.METHODS)
 
 
@@ -134,7 +135,7 @@ def test_report_of_a_bad_folder_is_one_line(tmp_path, capsys, content, message):
     if content is not None:
         (tmp_path / "results.json").write_text(content)
     with pytest.raises(SystemExit) as exit:
-        text2grad.main(["report", "--out", str(tmp_path)])
+        cli.main(["report", "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert exit.value.code == 2 and message in err and err.count("\n") == 1
     assert not os.path.exists(tmp_path / "report.html")

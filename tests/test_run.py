@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+import cli
 import text2grad
 import value
 from test_report import Page
@@ -24,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.fixture(scope="module")
 def run_all(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
-    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "all", "--seeds", "2", "--out", str(out)])
+    cli.main(["--preset", "tiny", "--device", "cpu", "--task", "all", "--seeds", "2", "--out", str(out)])
     return out
 
 
@@ -53,7 +54,7 @@ def test_sft_curve(run_all):
 
 
 def test_reward_model_seeds(run_all, tmp_path):
-    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "qa", "--seeds", "2", "--reward-seeds", "2", "--out", str(tmp_path)])
+    cli.main(["--preset", "tiny", "--device", "cpu", "--task", "qa", "--seeds", "2", "--reward-seeds", "2", "--out", str(tmp_path)])
     results = json.loads((tmp_path / "qa" / "results.json").read_text())
     one_seed = json.loads((run_all / "qa" / "results.json").read_text())
     rm = results["reward_model"]
@@ -70,13 +71,13 @@ def test_reward_model_seeds(run_all, tmp_path):
 
 
 def test_reward_models_from_a_trunk_trained_on_the_references(tmp_path):
-    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--reward-start", "references", "--out", str(tmp_path)])
+    cli.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--reward-start", "references", "--out", str(tmp_path)])
     results = json.loads((tmp_path / "code" / "results.json").read_text())
     assert results["reward_start"] == "references" and [s for s, _ in results["reference_trunk"]["curve"]] == [10, 20]
     assert results["wall_time_s"]["reference_trunk"] > 0
     # resuming with the other start is refused: the reward models would not match the flag
     with pytest.raises(SystemExit):
-        text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--out", str(tmp_path), "--resume"])
+        cli.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--out", str(tmp_path), "--resume"])
 
 
 def test_every_run_writes_a_report(run_all):
@@ -126,7 +127,7 @@ def stop_when(out, snapshot, sig):
 
 
 def test_two_runs_with_one_seed_agree(run_all, tmp_path):
-    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path)])
+    cli.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path)])
     assert metrics(tmp_path / "summarize" / "results.json") == metrics(run_all / "summarize" / "results.json")
 
 
@@ -137,7 +138,7 @@ def test_killed_and_resumed_run_gives_the_same_numbers(run_all, tmp_path):
         code, _ = stop_when(tmp_path, snapshot, signal.SIGKILL)
         assert code == -signal.SIGKILL, f"the run ended before {snapshot} appeared"
         assert not (tmp_path / "summarize" / "results.json").exists()
-    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
+    cli.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
     assert metrics(tmp_path / "summarize" / "results.json") == metrics(run_all / "summarize" / "results.json")
 
 
@@ -148,13 +149,13 @@ def test_ctrl_c_saves_and_resume_finishes(run_all, tmp_path):
     progress = json.loads((tmp_path / "summarize" / "progress.json").read_text())
     assert "reward/scalar" in progress["done"] and "showcase" not in progress["done"]
     assert not (tmp_path / "summarize" / "results.json").exists()
-    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
+    cli.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
     assert metrics(tmp_path / "summarize" / "results.json") == metrics(run_all / "summarize" / "results.json")
 
 
 def test_resume_with_more_seeds_adds_their_runs(run_all, tmp_path):
     shutil.copytree(run_all / "summarize", tmp_path / "summarize")
-    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "3", "--out", str(tmp_path), "--resume"])
+    cli.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "3", "--out", str(tmp_path), "--resume"])
     before = json.loads((run_all / "summarize" / "results.json").read_text())
     after = json.loads((tmp_path / "summarize" / "results.json").read_text())
     for name in text2grad.METHODS:

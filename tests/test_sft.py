@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+import cli
 import sft
 import text2grad
 from data import Example
@@ -54,7 +55,7 @@ def test_tiny_sft_memorises_demonstrations(tokenizer):
 def test_unavailable_device_is_a_clear_error(capsys, device):
     # cuda:99 is missing on a CPU machine and on any machine with fewer than 100 GPUs
     with pytest.raises(SystemExit) as exit_info:
-        text2grad.main(["--device", device, "--out", "unused"])
+        cli.main(["--device", device, "--out", "unused"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"text2grad: error: --device {device} ") and "\n" not in err
