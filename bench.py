@@ -335,7 +335,7 @@ def bench_ppo_update(device, batch_size, compare_compile=True):
     config = ppo.PPOConfig(batch_size=batch_size, minibatch_size=min(32, batch_size),
                            max_new_tokens=text2grad.MAX_NEW_TOKENS)
     examples = splits["train"][:batch_size]
-    prompts = [text2grad.policy_prompt(tokenizer, e.prompt) for e in examples]
+    prompts = [tokenizer.prompt(e.prompt) for e in examples]
     model = ppo.ActorCritic(copy.deepcopy(policy))
     state = copy.deepcopy(model.state_dict())
     for attempt in range(2):  # the first pass is a warm-up; the second is timed

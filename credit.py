@@ -16,7 +16,7 @@ import ppo
 import stats
 from align import align
 from model import generate
-from sft import MAX_NEW_TOKENS, policy_prompt, response_ids
+from sft import MAX_NEW_TOKENS, response_ids
 
 PROBE = 64  # criticised responses in the credit-landing batch
 SHOWN = 3   # responses kept token by token for the report
@@ -44,7 +44,7 @@ def credit_landing(task, policy, tokenizer, splits, reward_for, lambdas, ppo_fie
     config = ppo.PPOConfig(**{**ppo_fields, "missing_eos_penalty": 0.0}, max_new_tokens=MAX_NEW_TOKENS)
     examples = splits["validation"]
     generator = torch.Generator(next(policy.parameters()).device).manual_seed(seed)
-    prompts = [policy_prompt(tokenizer, e.prompt) for e in examples]
+    prompts = [tokenizer.prompt(e.prompt) for e in examples]
     tokens, _, mask = generate(policy, prompts, MAX_NEW_TOKENS, tokenizer.eos_id, tokenizer.pad_id,
                                temperature=config.temperature, generator=generator)
     ids = response_ids(tokenizer, tokens, mask)
@@ -66,7 +66,7 @@ def credit_landing(task, policy, tokenizer, splits, reward_for, lambdas, ppo_fie
               "examples": [{"prompt": e.prompt, "pieces": tokenizer.pieces(ids[i]), "critic": [int(d) for d in labels[i]],
                             "change": {}} for e, i in zip(examples[:SHOWN], probe)]}
     train = splits["train"]
-    warmup_prompts = [policy_prompt(tokenizer, e.prompt) for e in train]
+    warmup_prompts = [tokenizer.prompt(e.prompt) for e in train]
     parts = {}
     for name, lam in lambdas.items():
         method_config = replace(config, lam=lam)

@@ -177,14 +177,15 @@ def left_pad(sequences, pad_id, device=None):
 
 @torch.no_grad()
 def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, greedy=False, generator=None,
-             check_every=None):
+             check_every=None, with_logprobs=False):
     """Sample responses for a batch of prompts with a KV cache.
 
     prompts: list of B token-id lists (different lengths are left-padded).
     Returns (tokens, logprobs, mask), each (B, N) with N <= max_new_tokens:
       tokens   sampled ids; after a sequence's EOS, pad_id
       logprobs log pi(token) at `temperature` (the distribution that was sampled; for greedy
-               decoding, the distribution at `temperature` too)
+               decoding, the distribution at `temperature` too); None unless with_logprobs: PPO
+               recomputes them in one full pass (ppo.score_responses), and the tests compare the two
       mask     1 for real response tokens, the EOS included; 0 after it
     The loop stops once every sequence has its EOS. Asking "all done?" waits for the device, so it
     is asked every check_every tokens (default: every token on CPU, where it is free, every 8 on a
@@ -211,7 +212,8 @@ def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, gr
         alive = ~done
         token = torch.where(alive, token, torch.full_like(token, pad_id))
         tokens.append(token)
-        logprobs.append(token_logprobs(logits, token, temperature) * alive)
+        if with_logprobs:
+            logprobs.append(token_logprobs(logits, token, temperature) * alive)
         masks.append(alive.long())
         done = done | (token == eos_id)
         if (step + 1) % check_every == 0 and done.all():
@@ -221,7 +223,8 @@ def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, gr
             logits = model(token[:, None], attention_mask, cache)[1][:, -1]
     masks = torch.stack(masks, 1)
     N = int(masks.sum(0).nonzero().max()) + 1  # the last column with a real token
-    return torch.stack(tokens, 1)[:, :N], torch.stack(logprobs, 1)[:, :N], masks[:, :N]
+    logprobs = torch.stack(logprobs, 1)[:, :N] if with_logprobs else None
+    return torch.stack(tokens, 1)[:, :N], logprobs, masks[:, :N]
 
 
 def fit(model, batch_loss, steps, lr, warmup=0, desc="train", seed=0, snapshots=None, evaluate=None, eval_every=0):

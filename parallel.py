@@ -10,7 +10,7 @@ the one process it always was. Under torchrun:
     - the training steps of SFT, the reward models and PPO go through DistributedDataParallel, which
       averages the gradients over the ranks during backward, so every rank takes the same step and
       the weights stay identical; the few statistics that steer PPO (the advantage whitening, the
-      ratio check, the target-KL stop, the adaptive KL coefficient) are averaged over ranks too;
+      ratio check, the adaptive KL coefficient) are averaged over ranks too;
     - rank 0 alone writes files, prints and shows progress bars; the others wait for each file
       before going on, so that all of them read the same files;
     - evaluation, annotation and credit landing are not split: each rank computes the same thing.

@@ -81,7 +81,6 @@ class PPOConfig:
     beta: float = 0.05            # KL penalty coefficient (the start value if kl_target is set)
     kl_estimator: str = "k1"      # "k1": log pi - log pi_ref;  "k3": exp(-k1) - 1 + k1, never negative
     kl_target: float = None       # adaptive beta (Ziegler et al.) aiming at this KL per response; None: fixed
-    target_kl: float = None       # stop an iteration's epochs early once approx-KL passes 1.5x this
     missing_eos_penalty: float = 1.0  # subtracted from the last token's reward when no EOS was sampled
     length_limit: int = 40        # positive deltas fade past this many response tokens (see dense_scores)
     max_ratio: float = 10.0       # skip a minibatch whose mean ratio passes this (the authors use 10)
@@ -379,7 +378,7 @@ def warm_up_on_samples(model, optimizer, reference, prompts, indices, reward_fn,
     return warm_up_value(model, optimizer, batch, reward_fn(indices, batch["tokens"], batch["mask"]), config)
 
 
-def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
+def ppo_iteration(model, optimizer, batch, scores, kl_controller, config, generator=None):
     """Rewards, advantages and config.epochs epochs of minibatch updates on one scored batch.
     scores (B, N) from dense_scores or final_scores. Returns a dict of logged means:
       reward          sum_t r_t per response (scores, length weight, KL and EOS penalties)
@@ -396,7 +395,7 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
     mask = batch["mask"]
     B = len(mask)
     kl_tokens = kl_penalty(batch["logprobs"], batch["ref_logprobs"], config.kl_estimator) * mask
-    rewards = token_rewards(scores, batch["logprobs"], batch["ref_logprobs"], mask, batch["ended"], kl.beta, config)
+    rewards = token_rewards(scores, batch["logprobs"], batch["ref_logprobs"], mask, batch["ended"], kl_controller.beta, config)
     advantages, returns = compute_advantages(rewards, batch["values"], mask, config.gamma, config.lam)
     explained = explained_variance(batch["values"], returns, mask)
     # the same against the plain reward-to-go (lambda 1), which does not depend on the method's lambda
@@ -412,7 +411,6 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
     norms, where = [], []  # every step's gradient norm, checked once after the epochs (no wait per step)
     model.train()
     for epoch in range(config.epochs):
-        epoch_kl, epoch_steps = torch.zeros((), device=device), 0
         order = torch.randperm(B, generator=generator).to(device)
         for i in range(0, B, config.minibatch_size):
             mb = order[i:i + config.minibatch_size]
@@ -435,10 +433,6 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
             where.append(minibatch)
             optimizer.step()
             totals, steps = totals + stats, steps + 1
-            epoch_kl, epoch_steps = epoch_kl + stats[3], epoch_steps + 1
-        if config.target_kl is not None and epoch_steps:
-            if parallel.all_mean(epoch_kl / epoch_steps).item() > 1.5 * config.target_kl:
-                break
     model.eval()
     # A non-finite norm (averaged over ranks by DDP: the same everywhere) has already spoilt the
     # weights; the run stops here, before this iteration's state is saved.
@@ -449,8 +443,8 @@ def ppo_iteration(model, optimizer, batch, scores, kl, config, generator=None):
                          parallel.all_mean(kl_tokens.sum(1).mean()), mask.sum(1).mean(),
                          batch["ended"].float().mean()]).tolist()  # one copy to the host
     logged = dict(zip(LOSS_STATS + ("reward", "score", "kl_ref", "length", "eos_rate"), means))
-    kl.update(logged["kl_ref"], B)
-    logged.update(beta=kl.beta, explained_variance=explained, explained_variance_mc=explained_mc, skipped=skipped)
+    kl_controller.update(logged["kl_ref"], B)
+    logged.update(beta=kl_controller.beta, explained_variance=explained, explained_variance_mc=explained_mc, skipped=skipped)
     return logged
 
 
@@ -478,7 +472,7 @@ def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, 
     generator = torch.Generator(next(model.parameters()).device).manual_seed(rank_seed)
     cpu_generator = torch.Generator().manual_seed(rank_seed)
     optimizer = model.optimizer(config)
-    kl = KLController(config.beta, config.kl_target)
+    kl_controller = KLController(config.beta, config.kl_target)
     state = snapshots.load()
     if state is None:
         curve, history, start = ([point(0, evaluate(model.gpt))] if evaluate else []), [], 0
@@ -497,7 +491,7 @@ def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, 
         rng.setstate(state["rng"])
         generator.set_state(state["generator"])
         cpu_generator.set_state(state["cpu_generator"])
-        kl.beta, curve, history, start = state["beta"], [tuple(p) for p in state["curve"]], state["history"], state["step"]
+        kl_controller.beta, curve, history, start = state["beta"], [tuple(p) for p in state["curve"]], state["history"], state["step"]
         warmup = state["warmup"]
     bar = tqdm(range(start + 1, config.updates + 1), initial=start, total=config.updates, desc=desc, leave=False,
                disable=not parallel.main_process())
@@ -506,7 +500,7 @@ def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, 
         batch = rollout(model, reference, [prompts[i] for i in indices], eos_id, pad_id, config, generator)
         scores = reward_fn(indices, batch["tokens"], batch["mask"])
         try:
-            history.append(ppo_iteration(net, optimizer, batch, scores, kl, config, cpu_generator))
+            history.append(ppo_iteration(net, optimizer, batch, scores, kl_controller, config, cpu_generator))
         except Diverged as error:
             snapshots.diverged(str(error), update, desc)
         bar.set_postfix({k: f"{history[-1][k]:.3f}" for k in ("score", "kl_ref", "approx_kl")}, refresh=False)
@@ -514,7 +508,7 @@ def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, 
             curve.append(point(update, evaluate(model.gpt)))
         snapshots.step_done(update, lambda: {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                                              "rng": rng.getstate(), "generator": generator.get_state(),
-                                             "cpu_generator": cpu_generator.get_state(), "beta": kl.beta,
+                                             "cpu_generator": cpu_generator.get_state(), "beta": kl_controller.beta,
                                              "curve": curve, "history": history, "warmup": warmup})
     return curve, history, warmup
 

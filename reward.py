@@ -196,7 +196,7 @@ def layout(tokenizer, item, kind, cot):
       score_position      = index of the <|eos|> whose hidden state the scalar head reads
     """
     t = tokenizer
-    head = [t.bos_id, *item["prompt"], t.response_id, *item["response"]]
+    head = [*t.prompt(item["prompt"]), *item["response"]]
     n = len(item["response"])
     if kind == "scalar":
         ids = head + [t.eos_id]
@@ -271,7 +271,7 @@ class RewardModel(nn.Module):
         device = next(self.parameters()).device
         out_critiques, out = [], []
         for i in range(0, len(prompts), batch_size):
-            heads = [[tokenizer.bos_id, *p, tokenizer.response_id] for p in as_ids(prompts[i:i + batch_size])]
+            heads = [tokenizer.prompt(p) for p in as_ids(prompts[i:i + batch_size])]
             bodies = as_ids(responses[i:i + batch_size])
             if self.kind == "scalar":
                 ids, mask = left_pad([h + b + [tokenizer.eos_id] for h, b in zip(heads, bodies)], tokenizer.pad_id, device)

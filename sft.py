@@ -27,7 +27,7 @@ def sft_batch(tokenizer, examples, device):
     token or the EOS. The prompt is context only; the policy is never trained to write it."""
     rows = []
     for e in examples:
-        prompt = policy_prompt(tokenizer, e.prompt)
+        prompt = tokenizer.prompt(e.prompt)
         response = [*tokenizer.encode(e.demonstration), tokenizer.eos_id]
         rows.append((prompt + response, len(prompt)))
     T = max(len(r) for r, _ in rows) - 1
@@ -69,18 +69,13 @@ def response_ids(tokenizer, tokens, mask):
             for row, m in zip(tokens.tolist(), mask.tolist())]
 
 
-def policy_prompt(tokenizer, prompt):
-    """<|bos|> prompt <|response|>: what the policy continues."""
-    return [tokenizer.bos_id, *tokenizer.encode(prompt), tokenizer.response_id]
-
-
 def respond(model, tokenizer, prompts, greedy=True, temperature=1.0, batch_size=100, generator=None, desc="generate"):
     """Responses to prompt strings: (texts, token ids), each up to, not including, the EOS.
     desc: the progress bar's label; None for no bar (inside another loop's bar)."""
     texts, ids = [], []
     for i in tqdm(range(0, len(prompts), batch_size), desc=desc, leave=False,
                   disable=desc is None or not parallel.main_process()):
-        chunk = [policy_prompt(tokenizer, p) for p in prompts[i:i + batch_size]]
+        chunk = [tokenizer.prompt(p) for p in prompts[i:i + batch_size]]
         tokens, _, mask = generate(model, chunk, MAX_NEW_TOKENS, tokenizer.eos_id, tokenizer.pad_id,
                                    temperature=temperature, greedy=greedy, generator=generator)
         for row in response_ids(tokenizer, tokens, mask):

@@ -38,7 +38,7 @@ from model import GPT, GPTConfig
 from reward import (RewardModel, annotate, encode_splits, evaluate_reward_model, read_annotations,
                     read_jsonl, train_reward_model)
 from runstate import Progress, checked, fail, load_checkpoint, pick_device, save_checkpoint
-from sft import (MAX_NEW_TOKENS, evaluate, flaw_rates, mean_metrics, policy_prompt, primary_score, respond,
+from sft import (MAX_NEW_TOKENS, evaluate, flaw_rates, mean_metrics, primary_score, respond,
                  response_ids, train_sft)
 
 # Sizes a run may pick with --preset. "small" is a first look: 2.5 minutes on 2 CPU cores; "large"
@@ -273,7 +273,7 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
     score each lambda's run was chosen by."""
     config = ppo.PPOConfig(**preset["ppo"], max_new_tokens=MAX_NEW_TOKENS, compile=compile)
     train = splits["train"]
-    prompts = [policy_prompt(tokenizer, e.prompt) for e in train]
+    prompts = [tokenizer.prompt(e.prompt) for e in train]
     validation = splits["validation"]
     device = next(policy.parameters()).device
 

@@ -18,7 +18,7 @@ import sys
 import ppo
 from checkpoint import atomic_save
 from data import get_task
-from sft import MAX_NEW_TOKENS, policy_prompt, primary_score
+from sft import MAX_NEW_TOKENS, primary_score
 from text2grad import PRESETS, REWARD_MODELS, experiment_splits, fail, load_checkpoint, pick_device, reward_function
 
 # The value-head settings main compares (PPOConfig fields); the last is PPOConfig's default.
@@ -59,7 +59,7 @@ def main(argv=None):
     policy, tokenizer, _ = load_checkpoint(os.path.join(args.out, "sft.pt"), device)
     reward_models = {name: load_checkpoint(os.path.join(args.out, f"reward_{name}.pt"), device, tokenizer)[0]
                      for name in REWARD_MODELS}
-    prompts = [policy_prompt(tokenizer, e.prompt) for e in splits["train"]]
+    prompts = [tokenizer.prompt(e.prompt) for e in splits["train"]]
     validation = splits["validation"]
 
     results = {}

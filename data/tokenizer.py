@@ -68,6 +68,12 @@ class Tokenizer:
         """Token ids of plain text (special-token strings in the text are not treated as special)."""
         return self.hf.encode(text, add_special_tokens=False).ids
 
+    def prompt(self, prompt):
+        """<|bos|> prompt <|response|>, from a prompt string or its token ids: what the policy
+        continues, and what the reward models read before the response."""
+        ids = self.encode(prompt) if isinstance(prompt, str) else prompt
+        return [self.bos_id, *ids, self.response_id]
+
     def decode(self, ids):
         """Text of ids, special tokens left out."""
         return self.hf.decode(ids, skip_special_tokens=True)

@@ -87,7 +87,8 @@ def test_sampler_logprobs_match_the_trainers(bf16, full_fp32):
         gpt.ln_f.bias.fill_(0.5)
         gpt.wte.weight[EOS].fill_(0.1)
     prompts = [[3 + (7 * i + j) % 60 for j in range(4 + i % 5)] for i in range(16)]  # 4-8 tokens: left padding
-    tokens, logprobs, mask = generate(gpt, prompts, 32, EOS, PAD, generator=torch.Generator(CUDA).manual_seed(0))
+    tokens, logprobs, mask = generate(gpt, prompts, 32, EOS, PAD, generator=torch.Generator(CUDA).manual_seed(0),
+                                      with_logprobs=True)
     # generate asks "all done?" every 8 tokens on CUDA, then cuts the columns past the longest response
     assert mask[:, -1].any() and (mask[:, 1:] <= mask[:, :-1]).all()
     assert mask.sum(1).min() < mask.shape[1]  # some responses ended early: the padding after EOS is exercised

@@ -49,7 +49,8 @@ def test_token_logprobs_match_fp64_log_softmax():
 def test_sampler_logprobs_equal_training_path(model):
     prompts = [[1, 5, 6, 7, 3], [1, 8, 3], [1, 9, 9, 9, 9, 9, 9, 3]]
     generator = torch.Generator().manual_seed(1)
-    tokens, logprobs, mask = generate(model, prompts, 12, EOS, PAD, temperature=0.7, generator=generator)
+    tokens, logprobs, mask = generate(model, prompts, 12, EOS, PAD, temperature=0.7, generator=generator,
+                                      with_logprobs=True)
     # training path: one forward over prompt + response, left-padded prompts, no cache
     idx, prompt_mask = left_pad(prompts, PAD)
     _, logits = model(torch.cat([idx, tokens], 1), torch.cat([prompt_mask, mask], 1))
@@ -75,12 +76,13 @@ def test_asking_all_done_less_often_changes_nothing():
     # on a GPU generate asks "all done?" every 8 tokens, then cuts the columns past the longest response
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=6, block_size=64, n_layer=1, n_head=1, n_embd=8)).eval()
-    every_token = generate(model, [[1, 3]] * 5, 30, EOS, PAD, generator=torch.Generator().manual_seed(3))
+    every_token = generate(model, [[1, 3]] * 5, 30, EOS, PAD, generator=torch.Generator().manual_seed(3),
+                           with_logprobs=True)
     longest = int(every_token[2].sum(1).max())
     assert longest % 8 and longest < 30  # the longest response ends between two checks
     for check_every in (3, 8, 64):
         cut = generate(model, [[1, 3]] * 5, 30, EOS, PAD, generator=torch.Generator().manual_seed(3),
-                       check_every=check_every)
+                       check_every=check_every, with_logprobs=True)
         for got, want in zip(cut, every_token):
             assert got.shape == (5, longest) and torch.equal(got, want)
 

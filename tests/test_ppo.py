@@ -245,7 +245,7 @@ def test_rollout_logprobs_match_the_sampler_and_first_ratio_is_one(policy):
     prompts = [[1, 5, 6], [1, 7], [1, 8, 9, 10], [1, 4], [1, 11, 3], [1, 6, 6]]
     torch.manual_seed(0)
     tokens, sampled_logprobs, mask = generate(model.gpt, prompts, 12, EOS, PAD, temperature=0.7,
-                                              generator=torch.Generator().manual_seed(0))
+                                              generator=torch.Generator().manual_seed(0), with_logprobs=True)
     batch = ppo.score_responses(model, reference, prompts, tokens, mask, EOS, PAD, config)
     # the trainer's full forward pass sees the distribution the KV-cache sampler drew from
     torch.testing.assert_close(batch["logprobs"], sampled_logprobs * mask, atol=1e-5, rtol=0)

@@ -23,6 +23,13 @@ def test_special_tokens_are_distinct(tokenizer):
     assert tokenizer.pad_id != tokenizer.eos_id
 
 
+def test_prompt_is_bos_prompt_response_from_text_or_ids(tokenizer):
+    text = TEXTS[0]
+    expected = [1] + tokenizer.encode(text) + [3]  # <|bos|> is id 1, <|response|> id 3 (SPECIALS' order)
+    assert SPECIALS[1] == "<|bos|>" and SPECIALS[3] == "<|response|>"
+    assert tokenizer.prompt(text) == expected and tokenizer.prompt(tokenizer.encode(text)) == expected
+
+
 @pytest.mark.parametrize("text", TEXTS)
 def test_round_trip(tokenizer, text):
     assert tokenizer.decode(tokenizer.encode(text)) == text
