@@ -212,6 +212,17 @@ def test_ppo_loss_matches_token_by_token_fp64():
     assert 0 < stats[ppo.LOSS_STATS.index("clip_fraction")] < 1  # the example exercises both branches
 
 
+def test_entropy_bonus_is_the_mean_entropy_over_real_tokens():
+    logits, *rest = loss_inputs(3, 6, 20, seed=6)
+    without = ppo.ppo_loss(logits, *rest, *map(torch.tensor, (1.0, 0.2, 0.2, 0.1, 0.0)))[0]
+    bonus = ppo.ppo_loss(logits, *rest, *map(torch.tensor, (1.0, 0.2, 0.2, 0.1, 0.25)))[0]
+    mask = rest[2]
+    p = torch.softmax(logits.double(), -1)
+    entropy = -(p * torch.log(p)).sum(-1)  # fp64, from the full distribution
+    expected = (entropy * mask).sum() / mask.sum()
+    assert (without - bonus).item() == pytest.approx(0.25 * expected.item(), abs=1e-6)
+
+
 @pytest.mark.slow
 def test_compiled_loss_equals_eager_and_never_recompiles():
     from torch._dynamo.utils import counters
@@ -260,6 +271,13 @@ def test_rollout_logprobs_match_the_sampler_and_first_ratio_is_one(policy):
     assert logged["ratio"] == pytest.approx(1.0, abs=1e-6)
     assert logged["approx_kl"] == pytest.approx(0.0, abs=1e-7) and logged["clip_fraction"] == 0.0
     assert logged["skipped"] == 0
+    # a ratio limit below 1 skips every minibatch (two of three sequences each): nothing moves
+    before = copy.deepcopy(model.state_dict())
+    optimizer = torch.optim.Adam(model.parameters(), lr=1.0)
+    logged = ppo.ppo_iteration(model, optimizer, batch, scores, ppo.KLController(0.05),
+                               ppo.PPOConfig(**{**config.__dict__, "max_ratio": 0.5}), torch.Generator().manual_seed(0))
+    assert logged["skipped"] == config.epochs * 2
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
 def test_ppo_pushes_down_a_blamed_token(policy):
