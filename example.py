@@ -1,0 +1,90 @@
+"""example.py: one response through the whole method, token by token.
+
+    python example.py                      # a summarize demonstration that carries a flaw
+    python example.py --task code --index 2
+
+The task's critic reads the response and writes a critique with good and poor spans; align.py turns
+the spans into delta_t, one per token. PPO's reward is r_t = delta_t - beta KL_t on every token
+(Text2Grad), or the same scores summed onto the last token (scalar PPO). GAE turns rewards into
+advantages, A_t = sum_l (gamma lambda)^l (r_{t+l} + gamma V_{t+l+1} - V_{t+l}), and A_t is what
+multiplies grad log pi(y_t) in the policy gradient: the table shows where each method's gradient
+lands. At the first update the policy is the reference, so KL_t = 0; V is taken as 0 here (before
+the value head has learned anything), so A_t is the reward-to-go discounted by lambda: with lambda
+0 it is r_t itself, with lambda 0.95 every later reward counts too. Training also whitens A over the
+batch, which changes its scale and offset, not which tokens it singles out.
+The functions are the ones PPO runs (ppo.dense_scores, final_scores, token_rewards,
+compute_advantages); the tokenizer is trained here on a few hundred examples, in seconds.
+"""
+import argparse
+
+import torch
+
+import ppo
+from align import align
+from data import get_task, make_splits
+from data.tokenizer import Tokenizer, training_texts
+
+LAMBDAS = (0.0, 0.95)  # the ends of the experiment's grid; 0.95 is the paper's
+
+
+def walk_through(task, example, tokenizer, lambdas=LAMBDAS):
+    """(critique, rows): the critic's annotation of example.demonstration, and per response token
+    (the EOS last, with delta 0) its text, delta_t, then for each method ("text2grad", "ppo_scalar")
+    r_t and A_t at each GAE lambda: row["r_text2grad"], row["A_text2grad_0.95"], ..."""
+    response = example.demonstration
+    ids = tokenizer.encode(response)
+    critique = task.critique(example, response)
+    delta, _ = align(response, tokenizer.offsets(ids), critique)
+    config = ppo.PPOConfig()
+    mask = torch.ones(1, len(ids) + 1)  # the response tokens and the EOS that ends them
+    ended = torch.tensor([True])
+    zeros = torch.zeros(1, len(ids) + 1)  # log pi = log pi_ref at the first update: KL_t = 0
+    dense = ppo.dense_scores([delta], mask, config.length_limit)
+    placed = {"text2grad": dense, "ppo_scalar": ppo.final_scores(dense.sum(1), mask)}
+    columns = {}
+    for name, scores in placed.items():
+        rewards = ppo.token_rewards(scores, zeros, zeros, mask, ended, config.beta, config)
+        columns[f"r_{name}"] = rewards[0].tolist()
+        for lam in lambdas:
+            columns[f"A_{name}_{lam}"] = ppo.compute_advantages(rewards, zeros, mask, config.gamma, lam)[0][0].tolist()
+    pieces = tokenizer.pieces(ids) + ["<|eos|>"]
+    return critique, [{"token": piece, "delta": int(d), **{key: column[t] for key, column in columns.items()}}
+                      for t, (piece, d) in enumerate(zip(pieces, list(delta) + [0]))]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="example.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", default="summarize", choices=["summarize", "code", "qa"])
+    parser.add_argument("--index", type=int, default=0, help="which flawed demonstration to show (0, 1, ...)")
+    args = parser.parse_args(argv)
+    if args.index < 0:
+        parser.error("--index must be 0 or more")
+    task = get_task(args.task)
+    examples = make_splits(task, {"train": 400, "validation": 1, "test": 1}, seed=0)["train"]
+    flawed = [e for e in examples if e.flaws]
+    if args.index >= len(flawed):
+        parser.error(f"--index must be below {len(flawed)}")
+    example = flawed[args.index]
+    tokenizer = Tokenizer.train(training_texts(task, examples), 1024)
+    critique, rows = walk_through(task, example, tokenizer)
+    print(f"prompt:    {example.prompt}\nresponse:  {example.demonstration}\nreference: {example.reference}\n"
+          f"critique:  {critique['textual_feedback']}\ngood spans {critique['good_spans']}, "
+          f"poor spans {critique['poor_spans']}\n")
+    print("r_t = delta_t - beta KL_t (KL_t = 0 at the first update; a positive delta_t is weighted by\n"
+          "sigmoid((40 - t) / 4), ~1 before token 40); A_t by GAE with gamma 1 and V = 0")
+    print(f"{'':>16} {'':>5} | {'Text2Grad':^26} | {'scalar PPO':^26}")
+    print(f"{'token':>16} {'delta':>5} | {'r_t':>6} {'A_t, l=0':>9} {'l=0.95':>9} | {'r_t':>6} {'A_t, l=0':>9} {'l=0.95':>9}")
+    for row in rows:
+        print(f"{row['token']!r:>16} {row['delta']:>5} | " + " | ".join(
+            f"{row['r_' + name]:>6.2f} {row[f'A_{name}_0.0']:>9.2f} {row[f'A_{name}_0.95']:>9.2f}"
+            for name in ("text2grad", "ppo_scalar")))
+    print("""
+With lambda 0, Text2Grad's A_t is r_t: each token is pushed exactly as the critique says, and scalar
+PPO pushes the last token only. With lambda 0.95, scalar PPO spreads its one number over every
+token, discounted from the end, the praised ones included, and Text2Grad's blame also reaches back
+to the tokens before each poor span. A learned V takes much of that back (README, the value head);
+each method picks its lambda on validation.""")
+
+
+if __name__ == "__main__":
+    main()

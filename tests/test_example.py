@@ -1,0 +1,36 @@
+"""example.py's walk-through against a loop written out here: r_t, and A_t at both lambdas."""
+import math
+
+import pytest
+
+import example
+from data import get_task, make_splits
+from data.tokenizer import Tokenizer, training_texts
+
+
+@pytest.mark.parametrize("task_name", ["summarize", "code"])
+def test_walk_through_matches_a_loop(task_name):
+    task = get_task(task_name)
+    examples = make_splits(task, {"train": 200, "validation": 1, "test": 1}, seed=0)["train"]
+    flawed = next(e for e in examples if e.flaws)
+    tokenizer = Tokenizer.train(training_texts(task, examples), 512)
+    critique, rows = example.walk_through(task, flawed, tokenizer)
+    assert critique["poor_spans"] and any(row["delta"] == -1 for row in rows)  # the flaw is blamed
+    assert rows[-1]["token"] == "<|eos|>" and "".join(row["token"] for row in rows[:-1]) == flawed.demonstration
+    # Text2Grad: r_t = delta_t, a positive one times sigmoid((40 - t) / 4); the EOS earns 0
+    weight = [1 / (1 + math.exp(-(40 - t) / 4)) for t in range(len(rows))]
+    r = [row["delta"] * (weight[t] if row["delta"] > 0 else 1.0) for t, row in enumerate(rows)]
+    # scalar PPO: the sum of those on the EOS, 0 elsewhere
+    scalar = [0.0] * (len(rows) - 1) + [sum(r)]
+    for name, rewards in (("text2grad", r), ("ppo_scalar", scalar)):
+        for t, row in enumerate(rows):
+            assert row[f"r_{name}"] == pytest.approx(rewards[t], abs=1e-5)
+            assert row[f"A_{name}_0.0"] == pytest.approx(rewards[t], abs=1e-5)  # lambda 0, V = 0: A_t = r_t
+            to_go = sum(0.95 ** (k - t) * rewards[k] for k in range(t, len(rows)))
+            assert row[f"A_{name}_0.95"] == pytest.approx(to_go, abs=1e-4)
+
+
+def test_command_prints_the_critique_and_one_row_per_token(capsys):
+    example.main(["--task", "summarize"])
+    out = capsys.readouterr().out
+    assert "critique:" in out and "'<|eos|>'" in out and "scalar PPO" in out
