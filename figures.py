@@ -5,8 +5,8 @@
 
 From each task's results.json it writes {task}_sft_curve.svg (the SFT policy's greedy validation
 metrics against its training step) and {task}_ppo_curves.svg (each method's validation metric
-against PPO update, mean over seeds with its 95% band); from the K sweep's, updates_to_50.svg and
-updates_to_90.svg (updates to close that share of the gap against K). A results.json that lacks a
+against PPO update, mean over seeds with its 95% band); from the K sweep's, sweep_updates_to_50.svg
+and sweep_updates_to_90.svg (updates to close that share of the gap against K). A results.json that lacks a
 curve is passed over with a note. The HTML report (report.py) draws the same charts inline.
 """
 import argparse
@@ -164,7 +164,7 @@ def write_figures(runs, out):
         found = True
         if folder == "sweep":
             for q in ("0.5", "0.9"):
-                save(f"updates_to_{round(float(q) * 100)}.svg", thresholds_svg(results["per_k"], q))
+                save(f"sweep_updates_to_{round(float(q) * 100)}.svg", thresholds_svg(results["per_k"], q))
             continue
         if results.get("sft_training", {}).get("curve"):
             save(f"{folder}_sft_curve.svg", curves_svg(sft_curve_series(results), "validation", x_label="SFT step",
