@@ -7,13 +7,9 @@
 
 `python text2grad.py --help` lists the flags (cli.py); the README lists what a run writes.
 
-Seeds: --seeds N repeats the PPO stage N times (seed, seed+1, ...), each method from the same SFT
-policy and reward models, so the interval over seeds is the spread of PPO itself. For a given seed
-every method draws the same training prompts in the same order: methods are compared seed by seed
-(stats.paired_difference). The first seed's run at the chosen lambda won the lambda grid on
-validation, so it is selected, not drawn: a small optimistic bias, the same for every method.
---reward-seeds N trains the span reward models N times (only the minibatch order differs), to
-compare the critique with its ablation beyond that spread; PPO uses the first.
+Seeds: --seeds N repeats PPO (seed, seed+1, ...) from the same SFT policy and reward models; for a
+given seed every method draws the same prompts in the same order, so methods are compared seed by
+seed (stats.paired_difference). --reward-seeds N does the same for the span reward models.
 """
 import copy
 import glob
@@ -142,13 +138,10 @@ def reward_function(method, task, tokenizer, examples, reward_models, length_lim
 # Data, tokenizer and the SFT policy
 
 def experiment_splits(task, preset, seed):
-    """(splits, demonstrations): held-out splits of the preset's sizes and a pool of
-    preset["demonstrations"] training demonstrations for SFT, about as many as its steps draw, so
-    that it sees each once on average (fresh data: nothing to memorise). The tokenizer and the
-    data statistics read splits["train"] only. splits["train"], the prompts PPO
-    trains on, is the pool's first preset["train"]; the reward models' annotations sample its first
-    preset["annotated"]. The same for the same seed; no training prompt is a held-out one
-    (data.make_splits)."""
+    """(splits, demonstrations): held-out splits of the preset's sizes, and the SFT pool of
+    preset["demonstrations"] training examples (fresh data: each drawn about once). splits["train"],
+    PPO's prompts and what the tokenizer reads, is the pool's first preset["train"]; the annotations
+    sample its first preset["annotated"]. No training prompt is a held-out one (data.make_splits)."""
     pool = max(preset["train"], preset["annotated"], preset["demonstrations"])
     splits = make_splits(task, {**{s: preset[s] for s in SPLITS}, "train": pool}, seed=seed)
     demonstrations = splits["train"]
