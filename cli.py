@@ -60,7 +60,7 @@ def main(argv=None):
                         help="toy task to run (default: summarize)")
     parser.add_argument("--preset", default="default", choices=sorted(text2grad.PRESETS), help="run size")
     parser.add_argument("--seeds", type=int, default=1, help="PPO runs per method at its chosen GAE lambda, seeds "
-                        "--seed, --seed+1, ... (default 1, to stay within 10 minutes; the README's experiment uses "
+                        "--seed, --seed+1, ... (default 1, to stay within 10 minutes; RESULTS.md's experiment uses "
                         "5; --resume with more seeds adds runs to a finished run)")
     parser.add_argument("--out", default="runs", help="output directory (one sub-folder per task)")
     parser.add_argument("--annotations", metavar="DIR", help="read annotations_{train,validation,test}.jsonl "

@@ -82,7 +82,7 @@ def main(argv=None):
 With lambda 0, Text2Grad's A_t is r_t: each token is pushed exactly as the critique says, and scalar
 PPO pushes the last token only. With lambda 0.95, scalar PPO spreads its one number over every
 token, discounted from the end, the praised ones included, and Text2Grad's blame also reaches back
-to the tokens before each poor span. A learned V takes much of that back (README, the value head);
+to the tokens before each poor span. A learned V takes much of that back (RESULTS.md, the value head);
 each method picks its lambda on validation.""")
 
 

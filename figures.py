@@ -7,7 +7,7 @@ From each task's results.json it writes {task}_sft_curve.svg (the SFT policy's g
 metrics against its training step) and {task}_ppo_curves.svg (each method's validation metric
 against PPO update, mean over seeds with its 95% band); from the K sweep's, sweep_updates_to_50.svg
 and sweep_updates_to_90.svg (updates to close that share of the gap against K). A results.json that lacks a
-curve is passed over with a note. The HTML report (report.py) draws the same charts inline.
+curve is passed over. The HTML report (report.py) draws the same charts inline.
 """
 import argparse
 import json

@@ -31,7 +31,7 @@ scale its loss by 0.1, clip each step to 0.2 around the rollout's value, and let
 policy's learning rate. With returns of +-10 (a response sums 20-40 token rewards) such a head barely
 moves: its explained variance stays near 0, and GAE with lambda 0.95 then hands every token the sum
 of all later rewards, smearing a late clause's blame over the tokens before it, the very credit
-assignment Text2Grad exists to fix. Ours (README, "The value head", has the measurements):
+assignment Text2Grad exists to fix. Ours (RESULTS.md, "The value head", has the measurements):
   - a small MLP head reads the trunk's hidden states *detached*: its gradient never moves the policy,
     so it can take large steps with an Adam learning rate of its own (value_lr);
   - no value clip (value_clip None), and its gradient norm is clipped apart from the policy's;

@@ -5,7 +5,7 @@
     -> PPO with each method's reward (GAE lambda chosen on validation, several seeds)
     -> test, credit landing, report (run)
 
-`python text2grad.py --help` lists the flags (cli.py); the README lists what a run writes.
+`python text2grad.py --help` lists the flags (cli.py); DETAILS.md lists what a run writes.
 
 Seeds: --seeds N repeats PPO (seed, seed+1, ...) from the same SFT policy and reward models; for a
 given seed every method draws the same prompts in the same order, so methods are compared seed by
@@ -444,7 +444,7 @@ def run(args):
               "credit_landing": ["credit_landing"], "showcase": ["showcase"]}
     results["wall_time_s"] = {key: sum(progress.time(s) for s in names) for key, names in stages.items()}
     atomic_save(json.dumps(results, indent=2), path("results.json"))
-    if results["sft_training"]["curve"]:  # the README's figure
+    if results["sft_training"]["curve"]:  # the learning curve as a picture (figures.py draws it)
         atomic_save(figures.curves_svg(figures.sft_curve_series(results), "validation", x_label="SFT step",
                                        standalone=True), path("sft_curve.svg"))
     report.write_report(args.out)
