@@ -223,6 +223,20 @@ def test_entropy_bonus_is_the_mean_entropy_over_real_tokens():
     assert (without - bonus).item() == pytest.approx(0.25 * expected.item(), abs=1e-6)
 
 
+def assert_compiled_matches_eager(eager_inputs, compiled_inputs, coefficients, **grad_tolerance):
+    """The compiled loss path against the eager one on copies of the same inputs: the loss, its
+    statistics, and the gradients w.r.t. logits and values. Returns the eager loss."""
+    eager, eager_stats = ppo.ppo_loss(*eager_inputs, *coefficients)
+    compiled, compiled_stats = ppo.compiled_ppo_loss(*compiled_inputs, *coefficients)
+    eager.backward()
+    compiled.backward()
+    torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(compiled_stats, eager_stats, atol=1e-5, rtol=1e-5)
+    for a, b in zip(compiled_inputs[:2], eager_inputs[:2]):
+        torch.testing.assert_close(a.grad, b.grad, **grad_tolerance)
+    return eager
+
+
 @pytest.mark.slow
 def test_compiled_loss_equals_eager_and_never_recompiles():
     from torch._dynamo.utils import counters
@@ -232,14 +246,7 @@ def test_compiled_loss_equals_eager_and_never_recompiles():
     for k, (B, N, clip) in enumerate([(4, 9, 0.2), (3, 17, 0.1), (5, 6, 0.3), (4, 30, 0.2)]):
         coefficients = [torch.tensor(c) for c in (0.9, clip, 0.2, 0.1, 0.01)]
         eager_inputs, compiled_inputs = loss_inputs(B, N, 64, seed=k), loss_inputs(B, N, 64, seed=k)
-        eager, eager_stats = ppo.ppo_loss(*eager_inputs, *coefficients)
-        compiled, compiled_stats = ppo.compiled_ppo_loss(*compiled_inputs, *coefficients)
-        eager.backward()
-        compiled.backward()
-        torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(compiled_stats, eager_stats, atol=1e-5, rtol=1e-5)
-        for a, b in zip(compiled_inputs[:2], eager_inputs[:2]):  # gradients w.r.t. logits and values
-            torch.testing.assert_close(a.grad, b.grad, atol=1e-6, rtol=1e-4)
+        assert_compiled_matches_eager(eager_inputs, compiled_inputs, coefficients, atol=1e-6, rtol=1e-4)
         logits, targets = eager_inputs[0].detach(), eager_inputs[2]
         for got, want in zip(ppo.compiled_logprobs_and_entropy(logits, targets, coefficients[0]),
                              ppo.logprobs_and_entropy(logits, targets, coefficients[0])):
