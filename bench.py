@@ -311,18 +311,19 @@ def bench_ppo_update(device, batch_size, compare_compile=True):
     import copy
     import dataclasses
 
-    import text2grad
     from data import get_task, make_splits
     from data.tokenizer import Tokenizer, training_texts
     from model import GPT, GPTConfig
     from reward import RewardModel
+    from runstate import load_checkpoint
+    from sft import MAX_NEW_TOKENS
 
     task = get_task("summarize")
     splits = make_splits(task, {"train": 400, "validation": 10, "test": 10}, seed=0)
     folder = os.path.join("runs", "summarize")
     if all(os.path.exists(os.path.join(folder, f)) for f in ("sft.pt", "reward_cot.pt", "reward_scalar.pt")):
-        policy, tokenizer, _ = text2grad.load_checkpoint(os.path.join(folder, "sft.pt"), device)
-        reward_models = {name: text2grad.load_checkpoint(os.path.join(folder, f"reward_{name}.pt"), device)[0]
+        policy, tokenizer, _ = load_checkpoint(os.path.join(folder, "sft.pt"), device)
+        reward_models = {name: load_checkpoint(os.path.join(folder, f"reward_{name}.pt"), device)[0]
                          for name in ("cot", "scalar")}
         source = "trained models from runs/summarize"
     else:
@@ -333,7 +334,7 @@ def bench_ppo_update(device, batch_size, compare_compile=True):
                          for name, kind in (("cot", "span"), ("scalar", "scalar"))}
         source = "untrained models (run python text2grad.py first for trained ones)"
     config = ppo.PPOConfig(batch_size=batch_size, minibatch_size=min(32, batch_size),
-                           max_new_tokens=text2grad.MAX_NEW_TOKENS)
+                           max_new_tokens=MAX_NEW_TOKENS)
     examples = splits["train"][:batch_size]
     prompts = [tokenizer.prompt(e.prompt) for e in examples]
     model = ppo.ActorCritic(copy.deepcopy(policy))

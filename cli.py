@@ -15,7 +15,8 @@ import sys
 import report
 import text2grad
 from checkpoint import Diverged, Interrupted, on_sigint
-from runstate import fail
+from reward import read_annotations
+from runstate import checked, fail
 
 
 def add_run_flags(parser):
@@ -32,7 +33,7 @@ def add_run_flags(parser):
 
 
 def check_run_flags(args):
-    """One line and exit status 2 for flags no run can use; then Ctrl-C stops after the current stage."""
+    """One line and exit status 2 for flags no run can use; then Ctrl-C stops after the current step."""
     if args.seeds < 1:
         fail("--seeds must be at least 1")
     if args.checkpoint_every < 0:
@@ -75,11 +76,14 @@ def main(argv=None):
     args = check_run_flags(parser.parse_args(argv))
     if args.reward_seeds < 1:
         fail("--reward-seeds must be at least 1")
-    for name in (["summarize", "code", "qa"] if args.task == "all" else [args.task]):
+    tasks = ["summarize", "code", "qa"] if args.task == "all" else [args.task]
+    folders = {name: os.path.join(args.annotations, name) if args.task == "all" else args.annotations
+               for name in tasks} if args.annotations else {}
+    for folder in folders.values():  # every task's annotation files, checked before any work
+        checked(read_annotations, folder)
+    for name in tasks:
         try:
-            per_task = {"task": name, "out": os.path.join(args.out, name)}
-            if args.annotations and args.task == "all":
-                per_task["annotations"] = os.path.join(args.annotations, name)
+            per_task = {"task": name, "out": os.path.join(args.out, name), "annotations": folders.get(name)}
             text2grad.run(argparse.Namespace(**{**vars(args), **per_task}))
         except OSError as error:
             fail(f"cannot write the output ({error.strerror or error}: {error.filename or args.out}); choose another --out")

@@ -71,7 +71,7 @@ def main(argv=None):
           f"critique:  {critique['textual_feedback']}\ngood spans {critique['good_spans']}, "
           f"poor spans {critique['poor_spans']}\n")
     print("r_t = delta_t - beta KL_t (KL_t = 0 at the first update; a positive delta_t is weighted by\n"
-          "sigmoid((40 - t) / 4), ~1 before token 40); A_t by GAE with gamma 1 and V = 0")
+          "sigmoid((40 - t) / 4), which fades from ~1 to 0 around token 40); A_t by GAE with gamma 1 and V = 0")
     print(f"{'':>16} {'':>5} | {'Text2Grad':^26} | {'scalar PPO':^26}")
     print(f"{'token':>16} {'delta':>5} | {'r_t':>6} {'A_t, l=0':>9} {'l=0.95':>9} | {'r_t':>6} {'A_t, l=0':>9} {'l=0.95':>9}")
     for row in rows:

@@ -17,6 +17,7 @@ import sys
 from html import escape
 
 import stats
+from checkpoint import atomic_save
 from data import get_task
 
 # One colour per method, the same in every chart and table.
@@ -143,13 +144,11 @@ def write_figures(runs, out):
     """Every figure the results in runs/{task} and runs/sweep allow, into out. Returns the paths
     written; raises ValueError (one line) when no results.json is readable."""
     written, found = [], False
-    os.makedirs(out, exist_ok=True)
 
     def save(name, svg):
+        os.makedirs(out, exist_ok=True)
         path = os.path.join(out, name)
-        with open(path + ".partial", "w", encoding="utf-8") as f:
-            f.write(svg)
-        os.replace(path + ".partial", path)
+        atomic_save(svg, path)
         written.append(path)
 
     for folder in TASKS + ("sweep",):
@@ -185,8 +184,12 @@ def main(argv=None):
     try:
         for path in write_figures(args.runs, args.out):
             print(f"-> {path}")
-    except (ValueError, KeyError, TypeError) as error:
+    except ValueError as error:
         print(f"figures.py: error: {error}", file=sys.stderr)
+        sys.exit(2)
+    except (KeyError, TypeError, IndexError) as error:
+        print(f"figures.py: error: a results.json in {args.runs} lacks what the figures need "
+              f"({type(error).__name__}: {error}); it may come from an older version: run it again", file=sys.stderr)
         sys.exit(2)
     except OSError as error:
         print(f"figures.py: error: cannot write {error.filename or args.out} ({error.strerror})", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""Token-level PPO: Text2Grad's third component (METHOD.md, "Span-level policy optimisation").
+"""Token-level PPO: Text2Grad's third component (the paper's span-level policy optimisation).
 
 One PPO iteration on a batch of prompts:
   1. rollout   sample a response per prompt at temperature tau, then one full forward pass records

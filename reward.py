@@ -1,6 +1,6 @@
 """The reward model: first a critique in words, then a label for every response token.
 
-Text2Grad's second component (METHOD.md, "Reward model"). It learns p(z | x, y) with z = [c ; A(y)]:
+Text2Grad's second component (the paper's natural-language reward model). It learns p(z | x, y) with z = [c ; A(y)]:
 the critique c comes first and the span labels A(y) are conditioned on it. Our version is a GPT
 trunk initialised from the SFT policy, with two heads:
   - the critique head: the trunk's own tied LM head, writing c token by token;
@@ -427,6 +427,8 @@ def convert_authors_file(source, target, skip_bad=False):
     as our JSONL. A record that cannot be converted raises ValueError naming the file and the
     record, unless skip_bad, which drops it and counts it. target must not exist yet; it appears
     complete or not at all. Returns (records written, records skipped)."""
+    if os.path.isdir(target):
+        raise ValueError(f"{target} is a folder; give the file to write, e.g. {os.path.join(target, 'annotations_train.jsonl')}")
     if os.path.exists(target):
         raise ValueError(f"{target} already exists; choose another name or remove it")
     try:
@@ -438,6 +440,8 @@ def convert_authors_file(source, target, skip_bad=False):
         raise ValueError(f"{source} is not UTF-8 text; save it as UTF-8") from None
     try:
         data = json.loads(text)
+        if isinstance(data, dict) and not all(isinstance(v, dict) for v in data.values()):
+            data = [data]  # one record (a JSON-lines file of one line)
         if not isinstance(data, (list, dict)):
             raise ValueError(f"{source}: expected a list of records or an object of them, got {type(data).__name__}")
         entries = list(data.items()) if isinstance(data, dict) else list(enumerate(data, 1))
@@ -460,10 +464,15 @@ def convert_authors_file(source, target, skip_bad=False):
             skipped += 1
     if not converted:
         raise ValueError(f"{source}: no record could be converted")
-    partial = f"{target}.partial"
-    with open(partial, "w", encoding="utf-8") as f:
-        f.writelines(json.dumps(r) + "\n" for r in converted)
-    os.replace(partial, target)
+    partial = f"{target}.tmp"
+    try:
+        with open(partial, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r) + "\n" for r in converted)
+        os.replace(partial, target)
+    except OSError as error:
+        if os.path.exists(partial):
+            os.remove(partial)
+        raise ValueError(f"cannot write {target} ({error.strerror})") from None
     return len(converted), skipped
 
 

@@ -18,8 +18,9 @@ import sys
 import ppo
 from checkpoint import atomic_save
 from data import get_task
+from runstate import fail, load_checkpoint, pick_device
 from sft import MAX_NEW_TOKENS, primary_score
-from text2grad import PRESETS, REWARD_MODELS, experiment_splits, fail, load_checkpoint, pick_device, reward_function
+from text2grad import PRESETS, REWARD_MODELS, experiment_splits, reward_function
 
 # The value-head settings main compares (PPOConfig fields); the last is PPOConfig's default.
 # "authors" is close to the authors' (TRL's) setting: loss weight 0.1, value clip 0.2, the policy's

@@ -27,7 +27,7 @@ washes out:
 - else_branch_copied: the absolute difference's else branch written `x - y` like the first branch.
 - flipped_comparison, off_by_one_constant, swapped_plus_minus, swapped_operands: random slips.
 A flaw is drawn only where the problem offers its context; facts["flaw_contexts"] lists those.
-With the rates below the demonstrations pass about 68% of hidden tests (README: the SFT policy's
+With the rates below the demonstrations pass about 68% of hidden tests (RESULTS.md: the SFT policy's
 score, which keeps the biases and loses most of the slips).
 
 The critic runs the hidden tests. If some fail, it walks the response's parse tree alongside the

@@ -6,6 +6,7 @@ import pytest
 
 import cli
 import reward
+import runstate
 import text2grad
 import value
 from data import get_task, make_splits
@@ -18,7 +19,7 @@ GOOD = {"prompt": "I am Yuki (34). My landlord raised my rent by 270 dollars.", 
 
 def write_annotations(folder, train_lines):
     """annotations_{split}.jsonl with train_lines (raw bytes or records) in train, good records elsewhere."""
-    folder.mkdir(exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     for split in ("train", "validation", "test"):
         lines = train_lines if split == "train" else [GOOD] * 3
         data = b"".join((line if isinstance(line, bytes) else json.dumps(line).encode()) + b"\n" for line in lines)
@@ -50,6 +51,17 @@ def test_malformed_annotation_file(tmp_path, capsys, line, message):
     err = run_fails(capsys, ["--annotations", str(tmp_path / "ann"), "--preset", "tiny", "--out", str(out)])
     assert f"annotations_train.jsonl, {message}" in err
     assert not out.exists()  # checked before any work: nothing written
+
+
+def test_every_tasks_annotations_are_checked_before_the_first_task_runs(tmp_path, capsys):
+    for task in ("summarize", "code"):
+        write_annotations(tmp_path / "ann" / task, [GOOD] * 3)
+    write_annotations(tmp_path / "ann" / "qa", [GOOD, b"{broken"])
+    out = tmp_path / "out"
+    err = run_fails(capsys, ["--annotations", str(tmp_path / "ann"), "--task", "all", "--preset", "tiny",
+                             "--device", "cpu", "--out", str(out)])
+    assert f"{tmp_path / 'ann' / 'qa' / 'annotations_train.jsonl'}, line 2: not valid JSON" in err
+    assert not out.exists()  # summarize did not start
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -84,19 +96,19 @@ def test_checkpoint_of_another_size_or_tokenizer(tmp_path, capsys, tokenizer):
     config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=64, n_layer=1, n_head=2, n_embd=16)
     path = str(tmp_path / "sft.pt")
     text2grad.save_checkpoint(path, GPT(config), tokenizer, step=5)
-    model, _, step = text2grad.load_checkpoint(path, tokenizer=tokenizer, config=config)
+    model, _, step = runstate.load_checkpoint(path, tokenizer=tokenizer, config=config)
     assert step == 5
     bigger = GPTConfig(**{**config.__dict__, "n_layer": 2})
     with pytest.raises(SystemExit):
-        text2grad.load_checkpoint(path, tokenizer=tokenizer, config=bigger)
+        runstate.load_checkpoint(path, tokenizer=tokenizer, config=bigger)
     assert "holds a model of another size: n_layer 1 (expected 2)" in capsys.readouterr().err
     other = Tokenizer.train(["completely different text " * 20], 300)
     with pytest.raises(SystemExit):
-        text2grad.load_checkpoint(path, tokenizer=other, config=config)
+        runstate.load_checkpoint(path, tokenizer=other, config=config)
     assert "was made with another tokenizer" in capsys.readouterr().err
     (tmp_path / "broken.pt").write_bytes(open(path, "rb").read()[:100])  # a save cut short
     with pytest.raises(SystemExit):
-        text2grad.load_checkpoint(str(tmp_path / "broken.pt"))
+        runstate.load_checkpoint(str(tmp_path / "broken.pt"))
     assert "is not a checkpoint this code wrote" in capsys.readouterr().err
 
 

@@ -40,12 +40,26 @@ def test_ultrafeedback_with_chat_messages_as_json_lines(tmp_path):
     assert second["response"] == "2."
 
 
+def test_one_record_as_json_lines(tmp_path):
+    (tmp_path / "one.jsonl").write_text(json.dumps(SLF5K) + "\n")
+    assert reward.convert_authors_file(tmp_path / "one.jsonl", tmp_path / "out.jsonl") == (1, 0)
+    assert read(tmp_path / "out.jsonl") == [OURS]
+
+
+def test_a_target_that_cannot_be_written_is_one_line(tmp_path):
+    (tmp_path / "in.json").write_text(json.dumps([SLF5K]))
+    with pytest.raises(ValueError, match="is a folder"):
+        reward.convert_authors_file(tmp_path / "in.json", tmp_path)
+    with pytest.raises(ValueError, match="cannot write .*no_folder"):
+        reward.convert_authors_file(tmp_path / "in.json", tmp_path / "no_folder" / "out.jsonl")
+
+
 def test_a_failed_reply_names_its_record_or_is_skipped(tmp_path):
     failed = {**SLF5K, "critique": "Error generating critique"}
     (tmp_path / "in.json").write_text(json.dumps([SLF5K, failed, SLF5K]))
     with pytest.raises(ValueError, match=r"in.json, record 2: annotation is not valid JSON"):
         reward.convert_authors_file(tmp_path / "in.json", tmp_path / "out.jsonl")
-    assert not (tmp_path / "out.jsonl").exists() and not list(tmp_path.glob("*.partial"))
+    assert not (tmp_path / "out.jsonl").exists() and not list(tmp_path.glob("*.tmp"))
     assert reward.convert_authors_file(tmp_path / "in.json", tmp_path / "out.jsonl", skip_bad=True) == (2, 1)
 
 

@@ -190,6 +190,7 @@ def test_figures_command_writes_one_chart_per_curve(tmp_path, capsys):
     sft_curve = Page((tmp_path / "figures" / "qa_sft_curve.svg").read_text())
     assert sorted(ppo_curves.curves) == sorted(text2grad.METHODS) and sorted(sft_curve.curves) == ["f1", "right_answer"]
     with pytest.raises(SystemExit) as exit:
-        figures.main(["--runs", str(tmp_path / "nothing"), "--out", str(tmp_path / "figures")])
+        figures.main(["--runs", str(tmp_path / "nothing"), "--out", str(tmp_path / "empty")])
     err = capsys.readouterr().err
     assert exit.value.code == 2 and "no results.json" in err and err.count("\n") == 1
+    assert not (tmp_path / "empty").exists()  # no folder made for nothing

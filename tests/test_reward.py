@@ -5,6 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import runstate
 from data.tokenizer import Tokenizer
 from model import GPT, GPTConfig
 from reward import IGNORE, RewardModel, collate, colour_tokens, encode_record, layout, span_metrics, train_reward_model
@@ -161,7 +162,7 @@ def test_reward_checkpoint_round_trip(tmp_path, tokenizer, items):
                                       n_embd=16)), "span", cot=False)
     torch.nn.init.normal_(model.head.weight)
     text2grad.save_checkpoint(tmp_path / "rm.pt", model, tokenizer, 3, kind="span", cot=False)
-    loaded, _, step = text2grad.load_checkpoint(tmp_path / "rm.pt")
+    loaded, _, step = runstate.load_checkpoint(tmp_path / "rm.pt")
     prompts, responses = [r["prompt"] for r in RECORDS], [r["response"] for r in RECORDS]
     assert step == 3 and (loaded.kind, loaded.cot) == ("span", False)
     assert loaded.predict(tokenizer, prompts, responses) == model.eval().predict(tokenizer, prompts, responses)

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 import cli
+import runstate
 import sft
 import text2grad
 from data import Example
@@ -35,7 +36,7 @@ def test_checkpoint_round_trip(tmp_path, tokenizer):
     model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=16))
     path = tmp_path / "m.pt"
     text2grad.save_checkpoint(path, model, tokenizer, step=7)
-    loaded, loaded_tokenizer, step = text2grad.load_checkpoint(path)
+    loaded, loaded_tokenizer, step = runstate.load_checkpoint(path)
     idx = torch.randint(0, tokenizer.vocab_size, (2, 10))
     assert step == 7 and loaded_tokenizer.encode("answer 2") == tokenizer.encode("answer 2")
     assert torch.equal(loaded(idx)[1], model(idx)[1])
