@@ -25,7 +25,8 @@ def add_run_flags(parser):
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
                         help="torch.compile the PPO loss path (default off: at this vocabulary it is a small "
-                             "share of a PPO step, and compiling costs more than it saves; bench.py measures it)")
+                             "share of a PPO step, and a first run should not need a C++ toolchain; bench.py "
+                             "measures what it buys)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out: finished stages are "
                         "loaded, a stopped training loop continues from its last snapshot")
     parser.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
