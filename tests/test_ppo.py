@@ -1,4 +1,4 @@
-"""ppo.py against independent computations: a per-sequence GAE loop, a hand-worked example, an fp64
+"""ppo.py and loss.py against independent computations: a per-sequence GAE loop, a hand-worked example, an fp64
 log-softmax, the eager path (for the compiled one), and a policy that must learn to avoid a blamed token."""
 import copy
 import math
@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import ppo
+from loss import clipped_losses
 from model import GPT, GPTConfig, generate
 
 PAD, EOS = 0, 2
@@ -348,9 +349,9 @@ def test_actor_critic_reads_the_response_positions_of_the_full_forward(policy):
 # The value function
 
 def value_loss_only(values, old_values, returns, value_clip):
-    """ppo.clipped_losses with the policy terms switched off (advantages 0): its value_loss stat."""
+    """loss.clipped_losses with the policy terms switched off (advantages 0): its value_loss stat."""
     ones = torch.ones_like(values)
-    _, stats = ppo.clipped_losses(torch.zeros_like(values), torch.zeros_like(values), values, ones,
+    _, stats = clipped_losses(torch.zeros_like(values), torch.zeros_like(values), values, ones,
                                   torch.zeros_like(values), old_values, torch.zeros_like(values), returns,
                                   *map(torch.tensor, (0.2, value_clip, 1.0, 0.0)))
     return stats[ppo.LOSS_STATS.index("value_loss")].item(), stats[ppo.LOSS_STATS.index("value_clip_fraction")].item()
