@@ -45,6 +45,7 @@ import torch.nn.functional as F
 
 import parallel
 from align import align, parse_annotation
+from checkpoint import atomic_save
 from data import SPLITS
 from data.metrics import rouge_l
 from model import fit, generate, left_pad
@@ -464,14 +465,9 @@ def convert_authors_file(source, target, skip_bad=False):
             skipped += 1
     if not converted:
         raise ValueError(f"{source}: no record could be converted")
-    partial = f"{target}.tmp"
     try:
-        with open(partial, "w", encoding="utf-8") as f:
-            f.writelines(json.dumps(r) + "\n" for r in converted)
-        os.replace(partial, target)
+        atomic_save("".join(json.dumps(r) + "\n" for r in converted), target)
     except OSError as error:
-        if os.path.exists(partial):
-            os.remove(partial)
         raise ValueError(f"cannot write {target} ({error.strerror})") from None
     return len(converted), skipped
 

@@ -30,7 +30,11 @@ def test_walk_through_matches_a_loop(task_name):
             assert row[f"A_{name}_0.95"] == pytest.approx(to_go, abs=1e-4)
 
 
-def test_command_prints_the_critique_and_one_row_per_token(capsys):
+def test_command_shows_the_first_flawed_demonstration_and_its_critique(capsys):
     example.main(["--task", "summarize"])
     out = capsys.readouterr().out
-    assert "critique:" in out and "'<|eos|>'" in out and "scalar PPO" in out
+    task = get_task("summarize")
+    shown = next(e for e in make_splits(task, {"train": 400, "validation": 1, "test": 1}, seed=0)["train"] if e.flaws)
+    assert f"response:  {shown.demonstration}\n" in out
+    assert f"critique:  {task.critique(shown, shown.demonstration)['textual_feedback']}\n" in out
+    assert out.count("'<|eos|>'") == 1
