@@ -266,12 +266,13 @@ def print_sweep(results):
 
 def main(argv):
     parser = argparse.ArgumentParser(prog="text2grad.py sweep", description=(
-        "The K sweep: K is the number of independent flaws per response (data/facts.py). For each K, "
+        "The K sweep: K is the number of sites (one-word facts) per response, each of which the SFT policy gets "
+        "wrong independently (data/facts.py). For each K, "
         "scalar PPO, Text2Grad, the critic's rewards summed on the last token and the critic's spans, from one "
         "SFT policy and one set of reward models; how many PPO updates each needs to close 50% and 90% of the "
         "gap to every site right, and the ratios with bootstrap intervals over seeds."))
     parser.add_argument("--ks", type=int, nargs="+", default=list(facts.KS), metavar="K",
-                        help=f"values of K, the number of flaws per response, each one of {list(facts.KS)} "
+                        help=f"values of K, the number of sites per response, each one of {list(facts.KS)} "
                              f"(default: all)")
     parser.add_argument("--seeds", type=int, default=5, help="PPO seeds per method and K (default 5; --resume "
                         "with more seeds adds runs)")

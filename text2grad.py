@@ -49,6 +49,8 @@ from sft import (MAX_NEW_TOKENS, evaluate, flaw_rates, mean_metrics, primary_sco
 #   sft_eval_every  steps between points of the SFT learning curve (greedy validation metrics)
 #   ppo             PPOConfig fields; eval_every: updates between points of the PPO validation curve;
 #   lambdas         the GAE lambda grid each method chooses from on validation (ppo_stage)
+#   choose_by, test_curve  optional, set by the K sweep (sweep.py): choose lambda by the validation
+#                   curve's mean rather than its final point; score the test prompts at every point
 PRESETS = {
     "default": dict(train=4000, annotated=4000, demonstrations=38400, validation=200, test=200, vocab_size=1024,
                     sft_steps=1200, batch_size=32, lr=2e-3, sft_eval_every=200,
@@ -318,8 +320,9 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
                     save_checkpoint(os.path.join(out, f"ppo_{name}.pt"), gpt, tokenizer, config.updates)
                     atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(out, f"samples_{name}.jsonl"))
                 progress.finish(stage, test, start)
-        for leftover in glob.glob(os.path.join(out, f"ppo_{name}_lambda*_seed*.pt")) if parallel.main_process() else []:
-            os.remove(leftover)  # every run's policy, now evaluated; ppo_{name}.pt keeps the first seed's
+        if parallel.main_process():  # every run's policy is now evaluated; ppo_{name}.pt keeps the first seed's
+            for leftover in glob.glob(os.path.join(out, f"ppo_{name}_lambda*_seed*.pt")):
+                os.remove(leftover)
 
         runs = [progress[f"ppo/{name}/lambda{lam}/{seed}"] for seed in seeds]
         history.update({f"{name}/{seed}": run["history"] for seed, run in zip(seeds, runs)})
