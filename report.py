@@ -32,7 +32,6 @@ import argparse
 import glob
 import json
 import os
-import sys
 from html import escape
 
 import stats
@@ -40,7 +39,6 @@ from align import align
 from checkpoint import atomic_save
 from data import get_task
 from figures import COLOURS, LABELS, colour, curves_svg, sft_curve_series, thresholds_svg
-from reward import colour_tokens
 from runstate import fail
 
 DELTA_CLASS = {-1: "poor", 0: "neutral", 1: "good"}
@@ -422,7 +420,7 @@ def find_results(folder):
 
 
 # ---------------------------------------------------------------------------------------------
-# The run's results: the report's token-level showcase, the file, and the terminal
+# The run's results: the report's token-level showcase, and the file
 
 SHOWN = 6          # test prompts the report shows token by token (the first whose SFT response is blamed)
 
@@ -451,76 +449,6 @@ def showcase(task, tokenizer, examples, samples, reward_model):
 def write_report(folder):
     """folder/report.html from the results.json in folder (or in each sub-folder, for --task all)."""
     atomic_save(render(find_results(folder)), os.path.join(folder, "report.html"))
-
-
-def print_reward_models(task, results):
-    """The reward models' span F1 (and, with several seeds, cot - no_cot paired over them)."""
-    rm = results["reward_model"]
-    for name in ("cot", "no_cot"):
-        print(f"[{task.NAME}] reward model {name:6s}: span F1 positive {rm[name]['positive_f1']:.3f}, "
-              f"negative {rm[name]['negative_f1']:.3f}, exact spans {rm[name]['exact_span_match']:.3f}"
-              + (f", critique ROUGE-L {rm[name]['critique_rougeL']:.3f}" if name == "cot" else ""))
-    print(f"[{task.NAME}] reward model scalar: correlation with the summed labels {rm['scalar']['score_correlation']:.3f}")
-    for metric, d in results.get("reward_paired", {}).items():
-        print(f"[{task.NAME}] {metric}, cot - no_cot over {len(rm['cot']['seeds'][metric])} reward-model seeds: "
-              f"{d['mean']:+.3f} ± {d['ci95']:.3f} ({d['verdict']}); cot "
-              + " ".join(f"{v:.3f}" for v in rm["cot"]["seeds"][metric]) + ", no_cot "
-              + " ".join(f"{v:.3f}" for v in rm["no_cot"]["seeds"][metric]))
-
-
-def print_results(task, results):
-    """The results table, the paired differences, the lambda grid, convergence and credit landing."""
-    methods, convergence = results["methods"], results["convergence"]
-    print(f"\n{task.NAME}: test {task.PRIMARY} (mean ± 95% interval over seeds; final validation; explained "
-          f"variance of V at the last update against the GAE returns and the reward-to-go, mean over seeds)")
-    for name, m in methods.items():
-        per_seed = " ".join(f"{s:.3f}" for s in m["scores"])
-        extra = (f"   lambda {m['lambda']:<4}  EV {stats.mean_ci95(m['explained_variance'])[0]:.2f} "
-                 f"(reward-to-go {stats.mean_ci95(m['explained_variance_mc'])[0]:.2f})" if name != "sft" else "")
-        print(f"  {name:17s} {m['score']:.3f} ± {m['ci95']:.3f}   validation {m['curve'][-1][1]:.3f}   "
-              f"seeds: {per_seed}{extra}")
-    if len(methods["text2grad"]["scores"]) < 2:
-        print("  paired differences need two seeds or more: run with --seeds 5 (add --resume to keep this run)")
-    else:
-        print("  paired differences over seeds (95% interval):")
-        for key, d in results["paired"].items():
-            print(f"    {key:32s} {d['mean']:+.3f} ± {d['ci95']:.3f}   {d['verdict']}")
-    print("  GAE lambda grid, final validation at the first seed: " + "; ".join(
-        f"{name} " + " ".join(f"{lam}:{score:.3f}" for lam, score in grid.items())
-        for name, grid in results["lambda_grid"].items()))
-    print(f"  first update whose mean validation reaches ppo_scalar's final {convergence['level']:.3f} "
-          f"(checked every {convergence['eval_every']}): "
-          + ", ".join(f"{name} {convergence['updates'][name]}" for name in convergence["updates"]))
-    landing = results["credit_landing"]
-    if not landing["responses"]:
-        print("  credit landing: the critic blames none of the SFT policy's validation samples")
-        return
-    print(f"  credit landing, change of log pi after one PPO iteration on {landing['responses']} criticised "
-          f"responses ({landing['tokens']['poor']} poor-span / {landing['tokens']['good']} good-span / "
-          f"{landing['tokens']['neutral']} neutral tokens); concentration = poor tokens' share of the movement "
-          f"over their share of the tokens:")
-    for name in (n for n in methods if n != "sft"):
-        c = landing[name]
-        low, high = c["concentration_ci95"]
-        print(f"    {name:17s} lambda {c['lambda']:<4} mean change: poor {c['poor']:+.4f}  good {c['good']:+.4f}  "
-              f"neutral {c['neutral']:+.4f}   concentration {c['concentration']:.2f} [{low:.2f}, {high:.2f}]")
-    for key, d in landing["paired"].items():
-        print(f"    concentration, {key:26s} {d['difference']:+.2f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] "
-              f"(paired bootstrap over the same responses)")
-
-
-def print_showcase(entries):
-    """A few test prompts in the terminal: the SFT and the Text2Grad response, tokens coloured by the
-    reward model's delta, each with its critique. Only on a terminal (the report has them all)."""
-    if not sys.stdout.isatty() or not entries:
-        return
-    print("\nthe reward model's reading of a few test responses (red: delta -1, green: +1)")
-    for entry in entries:
-        print(f"  prompt: {entry['prompt']}")
-        for name in ("sft", "text2grad"):
-            side = entry[name]
-            print(f"  {name + ':':10s} {colour_tokens(side['pieces'], side['reward_model']['delta'])}\n"
-                  f"  {'':10s} critique: {side['reward_model']['critique']}")
 
 
 def main(argv):

@@ -26,6 +26,7 @@ import parallel
 import ppo
 import report
 import stats
+import terminal
 from align import align
 from checkpoint import atomic_save
 from data import SPLITS, get_task, make_splits
@@ -407,7 +408,7 @@ def run(args):
     if len(reward_seeds) > 1:  # the critique's worth, beyond the reward model's seed-to-seed variation
         results["reward_paired"] = {metric: stats.paired_difference(rm["cot"]["seeds"][metric], rm["no_cot"]["seeds"][metric])
                                     for metric in ("positive_f1", "negative_f1")}
-    report.print_reward_models(task, results)
+    terminal.print_reward_models(task, results)
 
     seeds = [args.seed + k for k in range(args.seeds)]
     results["methods"], results["ppo_history"], results["lambda_grid"] = ppo_stage(
@@ -451,8 +452,8 @@ def run(args):
         atomic_save(figures.curves_svg(figures.sft_curve_series(results), "validation", x_label="SFT step",
                                        standalone=True), path("sft_curve.svg"))
     report.write_report(args.out)
-    report.print_results(task, results)
-    report.print_showcase(results["showcase"][:3])
+    terminal.print_results(task, results)
+    terminal.print_showcase(results["showcase"][:3])
     print(f"[{task.NAME}] total {sum(results['wall_time_s'].values()):.0f}s -> {path('results.json')}, "
           f"{path('report.html')}")
     return results
