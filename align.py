@@ -30,8 +30,8 @@ Left out, on purpose:
   ">=" or ":" is often exactly what a critic blames. Special tokens have empty offsets and get 0 anyway.
 - Graded severities, length weights for summaries and the code task's "+1 outside flagged spans"
   default belong to the task files, which can rescale delta after this step.
-- JSON repair stops at fences, prose around the object (the first balanced {...} is read), trailing
-  commas and // line comments; block comments and single quotes are rejected with an AnnotationError.
+- JSON repair stops at fences, prose before or after the object (the first {...} that parses is read),
+  trailing commas and // line comments; block comments and single quotes are rejected with an AnnotationError.
 """
 
 import difflib
@@ -65,31 +65,6 @@ def _next_significant_char(text, i):
         else:
             return text[i]
     return ""
-
-
-def _object_in_prose(text):
-    """The first balanced {...} in text, skipping braces inside string literals; the text from the
-    first "{" to its end when the object never closes; text itself when it has no "{"."""
-    start = text.find("{")
-    if start == -1:
-        return text
-    depth, in_string, i = 0, False, start
-    while i < len(text):
-        ch = text[i]
-        if in_string:
-            if ch == "\\":
-                i += 1
-            in_string = ch != '"'
-        elif ch == '"':
-            in_string = True
-        elif ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start:i + 1]
-        i += 1
-    return text[start:]
 
 
 def _repair_json(text):
@@ -156,21 +131,30 @@ def _string_list(obj, key):
     return value
 
 
+def _first_object(text):
+    """The first {...} in text that parses as JSON once repaired, whatever prose stands before or after
+    it: each "{" is tried in turn, so a brace in the preamble ("Good {overall}") does not hide the object."""
+    decoder, first_error = json.JSONDecoder(), None
+    for start in (m.start() for m in re.finditer(r"{", text)):
+        try:
+            return decoder.raw_decode(_repair_json(text[start:]))[0]   # raw_decode stops where the object ends
+        except json.JSONDecodeError as error:
+            first_error = first_error or error
+    raise AnnotationError(f"annotation is not valid JSON: {first_error or 'no {...} object in it'}")
+
+
 def parse_annotation(raw):
     """Annotator output (dict or str) -> {"textual_feedback", "good_spans", "poor_spans"}."""
     if isinstance(raw, str):
         fenced = _FENCE.search(raw)
-        if fenced:
-            body = fenced.group(1)
-        elif raw.lstrip().startswith(("{", "[")):
-            body = raw
-        else:  # prose before or after an unfenced object
-            body = _object_in_prose(raw)
-        body = _repair_json(body)
-        try:
-            raw = json.loads(body)
-        except json.JSONDecodeError as error:
-            raise AnnotationError(f"annotation is not valid JSON: {error}") from None
+        body = fenced.group(1) if fenced else raw
+        if body.lstrip().startswith("["):   # a bare array: parse it whole, to say it is not an object
+            try:
+                raw = json.loads(_repair_json(body))
+            except json.JSONDecodeError as error:
+                raise AnnotationError(f"annotation is not valid JSON: {error}") from None
+        else:
+            raw = _first_object(body)
     if not isinstance(raw, dict):
         raise AnnotationError(f"annotation must be a JSON object, got {type(raw).__name__}")
     feedback = raw.get("textual_feedback")

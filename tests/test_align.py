@@ -59,6 +59,18 @@ def test_word_score_list_with_sign_words():
     assert parse_annotation(raw) == {"textual_feedback": "ok", "good_spans": ["a"], "poor_spans": ["b", "d e"]}
 
 
+# Every shape DETAILS.md promises for a bare (unfenced) object: alone, prose before, prose after, both.
+@pytest.mark.parametrize("raw", [
+    '{"textual_feedback": "Fine.", "good_spans": ["moving out"], "poor_spans": []}',
+    'My annotation:\n{"textual_feedback": "Fine.", "good_spans": ["moving out"], "poor_spans": []}',
+    '{"textual_feedback": "Fine.", "good_spans": ["moving out"], "poor_spans": []}\nHope this helps.',
+    'Sure. {"textual_feedback": "Fine.", "good_spans": ["moving out"]}\nHope this {helps}.',
+    'A {braced} aside first. {"textual_feedback": "Fine.", "good_spans": ["moving out"]} Then "more".',
+])
+def test_bare_object_with_or_without_prose(raw):
+    assert parse_annotation(raw) == {"textual_feedback": "Fine.", "good_spans": ["moving out"], "poor_spans": []}
+
+
 def test_unfenced_object_with_prose_around_it():
     # what annotators write when nobody fences their JSON: a preamble, the object, a sign-off
     raw = ('Here is my review of the summary:\n{"textual_feedback": "Good {overall}, a \\"quoted\\" slip.",\n'
