@@ -39,7 +39,7 @@ def walk_through(task, example, tokenizer, lambdas=LAMBDAS):
     mask = torch.ones(1, len(ids) + 1)  # the response tokens and the EOS that ends them
     ended = torch.tensor([True])
     zeros = torch.zeros(1, len(ids) + 1)  # log pi = log pi_ref at the first update: KL_t = 0
-    dense = ppo.dense_scores([delta], mask, config.length_limit)
+    dense = ppo.dense_scores([delta], mask, config.praise_fade_at)
     placed = {"text2grad": dense, "ppo_scalar": ppo.final_scores(dense.sum(1), mask)}
     columns = {}
     for name, scores in placed.items():

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 import parallel
-from checkpoint import Snapshots
+from runstate import Snapshots
 
 
 @dataclass
@@ -236,8 +236,8 @@ def fit(model, batch_loss, steps, lr, warmup=0, desc="train", seed=0, snapshots=
     eval_every steps (and after the last), in eval mode, gives the learning curve (none when
     evaluate is None or eval_every is 0).
     Returns (the loss per step, the curve [(step, evaluate(model))]).
-    snapshots (checkpoint.Snapshots): resume from its saved state if there is one, save it as the
-    loop goes; a NaN or infinite loss or gradient norm stops the loop (checkpoint.Diverged)."""
+    snapshots (runstate.Snapshots): resume from its saved state if there is one, save it as the
+    loop goes; a NaN or infinite loss or gradient norm stops the loop (runstate.Diverged)."""
     snapshots = snapshots or Snapshots()
     rng = random.Random(seed + 1_000_003 * parallel.rank())  # under torchrun, each rank its own batches
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.95))

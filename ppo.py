@@ -49,7 +49,7 @@ import torch.nn as nn
 from tqdm import tqdm
 
 import parallel
-from checkpoint import Diverged, Snapshots
+from runstate import Diverged, Snapshots
 from loss import (LOSS_STATS, compiled_logprobs_and_entropy, compiled_ppo_loss, compiled_token_logprobs,
                   logprobs_and_entropy, masked_mean, ppo_loss)
 from model import generate, left_pad, token_logprobs
@@ -78,7 +78,7 @@ class PPOConfig:
     kl_estimator: str = "k1"      # "k1": log pi - log pi_ref;  "k3": exp(-k1) - 1 + k1, never negative
     kl_target: float = None       # adaptive beta (Ziegler et al.) aiming at this KL per response; None: fixed
     missing_eos_penalty: float = 1.0  # subtracted from the last token's reward when no EOS was sampled
-    length_limit: int = 40        # positive deltas fade past this many response tokens (see dense_scores)
+    praise_fade_at: int = 40      # response position where praise has faded to half (length_weight)
     max_ratio: float = 10.0       # skip a minibatch whose mean ratio passes this (the authors use 10)
     compile: bool = False         # torch.compile the hot loss path (--compile)
 
@@ -98,22 +98,22 @@ def masked_whiten(x, mask, eps=1e-8):
 # ---------------------------------------------------------------------------------------------
 # Rewards and advantages
 
-def dense_scores(deltas, mask, length_limit=None):
+def dense_scores(deltas, mask, praise_fade_at=None):
     """Text2Grad: one delta per response token (lists, EOS excluded) -> scores (B, N); the EOS and
     padding score 0.
 
     The guard against reward farming: dense +1 rewards would pay a policy to ramble on with praised
-    phrases, so with a length_limit a positive delta at position t is scaled by length_weight
-    (~1 before the limit, ~0 a dozen tokens after it; the authors do the same with a sigmoid length
-    weight). Blame never fades. The scalar baseline needs no such guard: its one score already
+    phrases, so with praise_fade_at a positive delta at position t is scaled by length_weight
+    (~1 well before praise_fade_at, 1/2 there, ~0 a dozen tokens after it; the authors do the same
+    with a sigmoid length weight). Blame never fades. The scalar baseline needs no such guard: its one score already
     counts the blamed tokens of a long response."""
     scores = torch.zeros(mask.shape)  # filled on the host, then one copy to the device
     for i, delta in enumerate(deltas):
         n = min(len(delta), scores.shape[1])
         scores[i, :n] = torch.tensor(delta[:n], dtype=torch.float)
     scores = scores.to(mask.device)
-    if length_limit is not None:
-        scores = torch.where(scores > 0, scores * length_weight(scores.shape[1], length_limit, scores.device), scores)
+    if praise_fade_at is not None:
+        scores = torch.where(scores > 0, scores * length_weight(scores.shape[1], praise_fade_at, scores.device), scores)
     return scores * mask
 
 
@@ -148,11 +148,11 @@ def kl_penalty(logprobs, ref_logprobs, estimator):
     raise ValueError(f"unknown KL estimator {estimator!r}; use 'k1' or 'k3'")
 
 
-def length_weight(N, limit, device=None):
-    """w_t = sigmoid((limit - t) / 4) for response positions t = 0..N-1: ~1 well before the limit,
-    ~0 a dozen tokens after it."""
+def length_weight(N, fade_at, device=None):
+    """w_t = sigmoid((fade_at - t) / 4) for response positions t = 0..N-1: ~1 well before fade_at,
+    1/2 at it, ~0 a dozen tokens after it."""
     t = torch.arange(N, dtype=torch.float, device=device)
-    return torch.sigmoid((limit - t) / 4)
+    return torch.sigmoid((fade_at - t) / 4)
 
 
 def token_rewards(scores, logprobs, ref_logprobs, mask, ended, beta, config):
@@ -391,7 +391,7 @@ def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, 
     point: (update, validation, others...). Before the first update the value head is fitted to one SFT batch
     (warm_up_value; its batch is drawn like an update's). Returns (curve [(update, metric)],
     history [logged dict per update], warmup {explained variance before and after the warm-up}).
-    snapshots (checkpoint.Snapshots): resume from its saved state if there is one (weights,
+    snapshots (runstate.Snapshots): resume from its saved state if there is one (weights,
     optimizer, KL coefficient, the three random states, curve, history and warm-up), save it as the
     loop goes."""
     snapshots = snapshots or Snapshots()

@@ -31,12 +31,9 @@ The scalar variant, for the PPO baseline, reads one score from the hidden state 
 labels (sum_t delta_t): the same annotations, squeezed into one number, so both PPO variants get the
 same information budget and differ only in where it lands.
 
-Annotated data is JSONL, one record per (prompt, response):
-    {"prompt": str, "response": str, "textual_feedback": str, "good_spans": [str], "poor_spans": [str]}
-the paper's annotation shape plus the text it annotates; swap in your own (an LLM's, say) and the
-labels are re-derived by align.py.
+The annotated records (data/annotations.py reads them) are encoded here: prompt, response and
+critique as token ids, and one delta per response token from align.py.
 """
-import json
 import os
 
 import torch
@@ -45,8 +42,6 @@ import torch.nn.functional as F
 
 import parallel
 from align import align, parse_annotation
-from checkpoint import atomic_save
-from data import SPLITS
 from data.metrics import rouge_l
 from model import fit, generate, left_pad
 
@@ -56,49 +51,7 @@ MAX_SKIPPED = 0.1      # the share of a split's records that may be skipped (a s
 
 
 # ---------------------------------------------------------------------------------------------
-# Annotated data
-
-def annotate(task, examples, responses):
-    """Records in the annotation shape: the task's critic reads each (prompt, response)."""
-    return [{"prompt": e.prompt, "response": r, **task.critique(e, r)} for e, r in zip(examples, responses)]
-
-
-def read_jsonl(path, check=None):
-    """Records of a JSONL file, each tagged with "_source": "path, line n" for error messages. A line
-    that is not UTF-8, not JSON, not an object with string "prompt" and "response", or that
-    check(record) rejects (it raises ValueError), raises ValueError naming the file and the line."""
-    records = []
-    with open(path, "rb") as f:
-        for n, raw in enumerate(f, 1):
-            where = f"{path}, line {n}"
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise ValueError(f"{where}: not UTF-8 text (byte 0x{raw[error.start]:02x} at column "
-                                 f"{error.start + 1}); save the file as UTF-8") from None
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{where}: not valid JSON ({error.msg} at column {error.colno})") from None
-            if not isinstance(record, dict) or not all(isinstance(record.get(k), str) for k in ("prompt", "response")):
-                raise ValueError(f"{where}: a record needs string fields \"prompt\" and \"response\"")
-            if check is not None:
-                try:
-                    check(record)
-                except ValueError as error:
-                    raise ValueError(f"{where}: {error}") from None
-            records.append({**record, "_source": where})
-    return records
-
-
-def check_annotation(record):
-    """What an annotated record needs beyond a prompt and a response (ValueError if it lacks it)."""
-    if not record["response"].strip():
-        raise ValueError("the response is empty; remove the record")
-    parse_annotation({k: v for k, v in record.items() if k not in ("prompt", "response", "_source")})
-
+# Annotated records -> the reward model's items
 
 def encode_record(tokenizer, record):
     """Token ids of prompt, response and critique, and delta (-1/0/+1) per response token.
@@ -109,22 +62,6 @@ def encode_record(tokenizer, record):
     item = {"prompt": tokenizer.encode(record["prompt"]), "response": response_ids,
             "critique": tokenizer.encode(annotation["textual_feedback"]), "delta": [int(d) for d in delta]}
     return item, stats
-
-
-def read_annotations(folder, check=check_annotation):
-    """{split: records} from folder/annotations_{split}.jsonl. check: check_annotation for a user's
-    files; None for a run's own (--resume), whose sampled responses may be empty. Unusable input
-    raises ValueError, one line naming the file (and the line)."""
-    records = {}
-    for split in SPLITS:
-        path = os.path.join(folder, f"annotations_{split}.jsonl")
-        try:
-            records[split] = read_jsonl(path, check=check)
-        except OSError as error:
-            raise ValueError(f"cannot read {path} ({error.strerror})") from None
-        if not records[split]:
-            raise ValueError(f"{path} holds no records")
-    return records
 
 
 def encode_records(tokenizer, records, block_size):
@@ -381,115 +318,3 @@ def evaluate_reward_model(model, tokenizer, records, items):
     if model.cot:
         result["critique_rougeL"] = sum(rouge_l(c, r["textual_feedback"]) for c, r in zip(critiques, records)) / len(records)
     return result, critiques, deltas
-
-
-def colour_tokens(pieces, delta):
-    """Tokens' text (tokenizer.pieces) coloured by delta for a terminal (ANSI): red -1, green +1."""
-    colours = {-1: "\033[41;97m", 1: "\033[42;30m"}
-    return "".join(colours[d] + piece + "\033[0m" if d in colours and piece else piece for piece, d in zip(pieces, delta))
-
-
-# ---------------------------------------------------------------------------------------------
-# The authors' stored shape -> ours:  python reward.py convert THEIRS.json annotations_train.jsonl
-
-PROMPT_KEYS = ("prompt", "post", "Post")           # the text annotated: UltraFeedback, SLF5K
-RESPONSE_KEYS = ("response", "generated_summary")
-
-
-def from_authors_record(record):
-    """One record as the authors' annotation scripts store it -> our record. Two shapes:
-      SLF5K          {"post", "generated_summary", "critique": the annotator's whole reply, prose
-                      and a (usually fenced) JSON object with textual_feedback and the spans}
-      UltraFeedback  {"prompt", "response", "critique": the textual feedback alone,
-                      "annotations": {"good_spans", "poor_spans"}}; a response given as chat
-                      messages [{"role", "content"}] becomes its last assistant message.
-    Raises ValueError (align.AnnotationError) saying what is missing or unreadable."""
-    if not isinstance(record, dict):
-        raise ValueError(f"a record must be a JSON object, got {type(record).__name__}")
-    prompt = next((record[k] for k in PROMPT_KEYS if isinstance(record.get(k), str)), None)
-    response = next((record[k] for k in RESPONSE_KEYS if k in record), None)
-    if isinstance(response, list):  # chat messages
-        replies = [m.get("content") for m in response if isinstance(m, dict) and m.get("role") == "assistant"]
-        response = replies[-1] if replies else None
-    if prompt is None or not isinstance(response, str):
-        raise ValueError(f"needs a prompt ({', '.join(PROMPT_KEYS)}) and a response ({', '.join(RESPONSE_KEYS)})")
-    critique = record.get("critique")
-    if not isinstance(critique, str):
-        raise ValueError("needs \"critique\", the annotator's reply as a string")
-    if isinstance(record.get("annotations"), dict):  # UltraFeedback: the reply already taken apart
-        annotation = parse_annotation({"textual_feedback": critique, **record["annotations"]})
-    else:
-        annotation = parse_annotation(critique)
-    return {"prompt": prompt, "response": response, **annotation}
-
-
-def convert_authors_file(source, target, skip_bad=False):
-    """Read source (a JSON list, a JSON object of records keyed by id, or JSON lines), write target
-    as our JSONL. A record that cannot be converted raises ValueError naming the file and the
-    record, unless skip_bad, which drops it and counts it. target must not exist yet; it appears
-    complete or not at all. Returns (records written, records skipped)."""
-    if os.path.isdir(target):
-        raise ValueError(f"{target} is a folder; give the file to write, e.g. {os.path.join(target, 'annotations_train.jsonl')}")
-    if os.path.exists(target):
-        raise ValueError(f"{target} already exists; choose another name or remove it")
-    try:
-        with open(source, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as error:
-        raise ValueError(f"cannot read {source} ({error.strerror})") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{source} is not UTF-8 text; save it as UTF-8") from None
-    try:
-        data = json.loads(text)
-        if isinstance(data, dict) and not all(isinstance(v, dict) for v in data.values()):
-            data = [data]  # one record (a JSON-lines file of one line)
-        if not isinstance(data, (list, dict)):
-            raise ValueError(f"{source}: expected a list of records or an object of them, got {type(data).__name__}")
-        entries = list(data.items()) if isinstance(data, dict) else list(enumerate(data, 1))
-        where = "record {}" if isinstance(data, list) else "record {!r}"
-    except json.JSONDecodeError:  # JSON lines
-        entries, where = [], "line {}"
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    entries.append((n, json.loads(line)))
-                except json.JSONDecodeError as error:
-                    raise ValueError(f"{source}: neither one JSON document nor JSON lines (line {n}: {error.msg})") from None
-    converted, skipped = [], 0
-    for key, record in entries:
-        try:
-            converted.append(from_authors_record(record))
-        except ValueError as error:
-            if not skip_bad:
-                raise ValueError(f"{source}, {where.format(key)}: {error}") from None
-            skipped += 1
-    if not converted:
-        raise ValueError(f"{source}: no record could be converted")
-    try:
-        atomic_save("".join(json.dumps(r) + "\n" for r in converted), target)
-    except OSError as error:
-        raise ValueError(f"cannot write {target} ({error.strerror})") from None
-    return len(converted), skipped
-
-
-def main(argv=None):
-    import argparse
-    import sys
-    parser = argparse.ArgumentParser(prog="reward.py", description="Annotated data for the reward models.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    convert = commands.add_parser("convert", help="the authors' stored annotations -> our JSONL (one split)")
-    convert.add_argument("source", help="the authors' annotated file (JSON list, JSON object by id, or JSON lines)")
-    convert.add_argument("target", help="the JSONL to write, e.g. DIR/annotations_train.jsonl (must not exist)")
-    convert.add_argument("--skip-bad", action="store_true",
-                         help="drop records that cannot be converted (an annotator's failed reply) and count them")
-    args = parser.parse_args(argv)
-    try:
-        written, skipped = convert_authors_file(args.source, args.target, args.skip_bad)
-    except ValueError as error:
-        print(f"reward.py: error: {error}", file=sys.stderr)
-        sys.exit(2)
-    print(f"{args.target}: {written} converted, {skipped} skipped")
-
-
-if __name__ == "__main__":
-    main()

@@ -3,38 +3,39 @@
     the 2 x 2 of methods and reward_function, where each method's reward lands (the key idea)
     data -> tokenizer -> SFT policy -> annotation by the task's critic -> reward models
     -> PPO with each method's reward (GAE lambda chosen on validation, several seeds)
-    -> test, credit landing, report (run)
+    -> test -> results.json (run), and the command line (main)
 
-`python text2grad.py --help` lists the flags (cli.py); DETAILS.md lists what a run writes.
+`python text2grad.py --help` lists the flags; DETAILS.md lists what a run writes. The run records
+what it measured, seed by seed; the studies in experiments/ read it: `python -m experiments.report`
+prints the tables with intervals and paired differences and writes report.html.
 
 Seeds: --seeds N repeats PPO (seed, seed+1, ...) from the same SFT policy and reward models; for a
 given seed every method draws the same prompts in the same order, so methods are compared seed by
-seed (stats.paired_difference). --reward-seeds N does the same for the span reward models.
+seed (COMPARISONS, read by experiments/summary.py). --reward-seeds N does the same for the span
+reward models.
 """
+import argparse
 import copy
 import glob
 import json
 import os
+import sys
 import time
 from dataclasses import replace
 
 import torch
 
-import credit
-import figures
 import parallel
 import ppo
-import report
-import stats
-import terminal
 from align import align
-from checkpoint import atomic_save
+from checkpoint import load_checkpoint, save_checkpoint
 from data import SPLITS, get_task, make_splits
+from data.annotations import annotate, read_annotations, read_jsonl
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig
-from reward import (RewardModel, annotate, encode_splits, evaluate_reward_model, read_annotations,
-                    read_jsonl, train_reward_model)
-from runstate import Progress, checked, fail, load_checkpoint, pick_device, save_checkpoint
+from reward import RewardModel, encode_splits, evaluate_reward_model, train_reward_model
+from runstate import (Diverged, Interrupted, Progress, add_run_flags, atomic_save, check_run_flags, checked,
+                      fail, pick_device)
 from sft import (MAX_NEW_TOKENS, evaluate, flaw_rates, mean_metrics, primary_score, respond,
                  response_ids, train_sft)
 
@@ -50,7 +51,7 @@ from sft import (MAX_NEW_TOKENS, evaluate, flaw_rates, mean_metrics, primary_sco
 #   sft_eval_every  steps between points of the SFT learning curve (greedy validation metrics)
 #   ppo             PPOConfig fields; eval_every: updates between points of the PPO validation curve;
 #   lambdas         the GAE lambda grid each method chooses from on validation (ppo_stage)
-#   choose_by, test_curve  optional, set by the K sweep (sweep.py): choose lambda by the validation
+#   choose_by, test_curve  optional, set by the K sweep (experiments/sweep.py): choose lambda by the validation
 #                   curve's mean rather than its final point; score the test prompts at every point
 PRESETS = {
     "default": dict(train=4000, annotated=4000, demonstrations=38400, validation=200, test=200, vocab_size=1024,
@@ -97,21 +98,22 @@ REWARD_MODELS = {"cot": ("span", True), "no_cot": ("span", False), "scalar": ("s
 # method would push the default run past 10 minutes. Add ("no_cot", "every") here to run it.
 METHODS = {"ppo_scalar": ("scalar", "last"), "text2grad": ("cot", "every"), "oracle_scalar": ("critic", "last"),
            "oracle": ("critic", "every")}
-# The paired differences the verdicts read: (a, b) -> a - b per seed. Across each row of the 2x2
-# (where the reward lands), down each column (who judges), and the diagonal.
+# The paired differences the verdicts read, fixed before any run: (a, b) -> a - b per seed. Across
+# each row of the 2x2 (where the reward lands), down each column (who judges), and the diagonal.
+# experiments/summary.py computes them from results.json.
 COMPARISONS = [("text2grad", "ppo_scalar"), ("oracle", "oracle_scalar"), ("oracle", "text2grad"),
                ("oracle_scalar", "ppo_scalar"), ("text2grad", "oracle_scalar")]
 SEEDED_METRICS = ("positive_f1", "negative_f1", "exact_span_match", "critique_rougeL")  # kept per reward-model seed
 
 
-def reward_function(method, task, tokenizer, examples, reward_models, length_limit=None):
+def reward_function(method, task, tokenizer, examples, reward_models, praise_fade_at=None):
     """The reward for PPO, the one place the methods differ: f(indices, tokens, mask) -> scores (B, N)
     for sampled responses to examples[indices]. METHODS[method] = (judge, where):
       judge "cot"     Text2Grad's reward model writes a critique, then a delta per token
             "no_cot"  the same model without the critique
             "critic"  the task's own critic, its spans aligned to the sampled tokens
             "scalar"  the scalar reward model: one number per response, trained on sum_t delta_t
-      where "every"   score_t = delta_t on every response token (positive deltas fade past length_limit,
+      where "every"   score_t = delta_t on every response token (positive deltas fade past praise_fade_at,
                       ppo.dense_scores, the guard against farming praise by length)
             "last"    the same scores summed, sum_t score_t, on the last real token, 0 elsewhere
                       (ppo.final_scores): the same information in one number. The scalar reward
@@ -132,7 +134,7 @@ def reward_function(method, task, tokenizer, examples, reward_models, length_lim
                       for i, text, r in zip(indices, texts, ids)]
         else:
             _, deltas = reward_models[judge].predict(tokenizer, batch_prompts, ids)
-        dense = ppo.dense_scores(deltas, mask, length_limit)
+        dense = ppo.dense_scores(deltas, mask, praise_fade_at)
         return ppo.final_scores(dense.sum(1), mask) if where == "last" else dense
     return scores
 
@@ -253,6 +255,14 @@ def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out,
 # ---------------------------------------------------------------------------------------------
 # PPO: the same SFT policy improved with each reward, over several seeds
 
+def choice_score(curve, choose_by):
+    """What a lambda is chosen by, from its validation curve [(update, score, ...)]: the final score
+    ("final") or the mean over the curve's points ("mean", which rewards getting there sooner)."""
+    if choose_by == "mean":
+        return sum(p[1] for p in curve) / len(curve)
+    return curve[-1][1]
+
+
 def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, preset, seeds, compile, out, progress):
     """Every method of METHODS from the SFT policy, each run a stage of its own for --resume:
       1. GAE lambda: one run per lambda of preset["lambdas"] at the first seed; the method keeps the
@@ -263,10 +273,11 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
          preset["test_curve"], every curve point also holds the test score: read by the K sweep,
          never by a choice).
     --resume with more --seeds adds the new seeds' runs to a finished run.
-    Returns (methods, history, grid): methods[name] = {lambda, score, ci95, scores, curve, curve_ci95,
-    test, explained_variance, warmup, time_s}, with "sft" (from sft_results) as the starting point;
-    history["<name>/<seed>"] the logged statistics per update; grid[name][lambda] the validation
-    score each lambda's run was chosen by."""
+    Returns (methods, history, grid): methods[name] = {lambda, scores (test, per seed), curves (the
+    validation curve per seed), test (the first seed's metrics), explained_variance(_mc) and warmup
+    (per seed), time_s}, with "sft" (from sft_results) as the starting point; history["<name>/<seed>"]
+    the logged statistics per update; grid[name][lambda] the validation score each lambda's run was
+    chosen by. Means and intervals over the seeds are experiments/summary.py's."""
     config = ppo.PPOConfig(**preset["ppo"], max_new_tokens=MAX_NEW_TOKENS, compile=compile)
     train = splits["train"]
     prompts = [tokenizer.prompt(e.prompt) for e in train]
@@ -288,7 +299,7 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         model = ppo.ActorCritic(copy.deepcopy(policy), run_config.detach_value)
         snapshots = progress.snapshots(f"ppo_{name}_lambda{lam}_{seed}")
         curve, logged, warmup = ppo.train(
-            model, policy, prompts, reward_function(name, task, tokenizer, train, reward_models, config.length_limit),
+            model, policy, prompts, reward_function(name, task, tokenizer, train, reward_models, config.praise_fade_at),
             tokenizer.eos_id, tokenizer.pad_id, run_config, seed=seed, evaluate=validation_score,
             eval_every=preset["eval_every"], desc=f"ppo {name} lambda {lam} seed {seed}", snapshots=snapshots)
         save_checkpoint(os.path.join(out, f"ppo_{name}_lambda{lam}_seed{seed}.pt"), model.gpt, tokenizer, config.updates)
@@ -296,15 +307,14 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         progress.finish(stage, {"curve": curve, "history": logged, "warmup": warmup}, start)
 
     sft_test = sft_results["test"]
-    methods = {"sft": {"score": sft_test[task.PRIMARY], "ci95": 0.0, "scores": [sft_test[task.PRIMARY]],
-                       "curve": [[0, sft_results["validation"][task.PRIMARY]]], "curve_ci95": [[0, 0.0]],
+    methods = {"sft": {"scores": [sft_test[task.PRIMARY]], "curves": [[[0, sft_results["validation"][task.PRIMARY]]]],
                        "test": sft_test}}
     history, grid = {}, {}
     for name in METHODS:
         for lam in preset["lambdas"]:
             run_once(name, lam, seeds[0])
         curves = [progress[f"ppo/{name}/lambda{lam}/{seeds[0]}"]["curve"] for lam in preset["lambdas"]]
-        scores = [stats.choice_score(curve, preset.get("choose_by", "final")) for curve in curves]
+        scores = [choice_score(curve, preset.get("choose_by", "final")) for curve in curves]
         # under torchrun every rank averages the same numbers, so every rank makes the same choice
         scores = parallel.all_mean(torch.tensor(scores, dtype=torch.float64, device=device)).tolist()
         grid[name] = dict(zip(preset["lambdas"], scores))
@@ -329,16 +339,13 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         history.update({f"{name}/{seed}": run["history"] for seed, run in zip(seeds, runs)})
         tests = [progress[f"test/{name}/{seed}"] for seed in seeds]
         scores = [test[task.PRIMARY] for test in tests]
-        score, ci95 = stats.mean_ci95(scores)
-        points = [[u, stats.mean_ci95([run["curve"][k][1] for run in runs])] for k, (u, *_) in enumerate(runs[0]["curve"])]
         time_s = sum(progress.time(f"ppo/{name}/lambda{lam}/{seed}") + progress.time(f"test/{name}/{seed}") for seed in seeds)
-        methods[name] = {"lambda": lam, "score": score, "ci95": ci95, "scores": scores,
-                         "curve": [[u, m] for u, (m, _) in points], "curve_ci95": [[u, h] for u, (_, h) in points],
+        methods[name] = {"lambda": lam, "scores": scores, "curves": [run["curve"] for run in runs],
                          "test": tests[0], "explained_variance": [run["history"][-1]["explained_variance"] for run in runs],
                          "explained_variance_mc": [run["history"][-1]["explained_variance_mc"] for run in runs],
                          "warmup": [run["warmup"] for run in runs], "time_s": time_s}
-        print(f"[{task.NAME}] {name:17s} lambda {lam:<4} test {task.PRIMARY} {score:.3f} ± {ci95:.3f} over "
-              f"{len(seeds)} seed(s), {time_s:.0f}s")
+        print(f"[{task.NAME}] {name:17s} lambda {lam:<4} test {task.PRIMARY}, mean over {len(seeds)} seed(s) "
+              f"{sum(scores) / len(scores):.3f} ({' '.join(f'{v:.3f}' for v in scores)}), {time_s:.0f}s")
     return methods, history, grid
 
 
@@ -404,40 +411,22 @@ def run(args):
                                                           reward_seeds, args.out, progress)
     results["alignment"] = {"unaligned_rate": sum(a["unaligned"] for a in alignment.values()) / max(1, spans),
                             **alignment}
-    rm = results["reward_model"]
-    if len(reward_seeds) > 1:  # the critique's worth, beyond the reward model's seed-to-seed variation
-        results["reward_paired"] = {metric: stats.paired_difference(rm["cot"]["seeds"][metric], rm["no_cot"]["seeds"][metric])
-                                    for metric in ("positive_f1", "negative_f1")}
-    terminal.print_reward_models(task, results)
+    for name in ("cot", "no_cot"):
+        seeded = results["reward_model"][name]["seeds"]
+        print(f"[{task.NAME}] reward model {name:6s}: test span F1 positive "
+              + " ".join(f"{v:.3f}" for v in seeded["positive_f1"]) + ", negative "
+              + " ".join(f"{v:.3f}" for v in seeded["negative_f1"]) + f" (reward-model seeds {reward_seeds})")
 
     seeds = [args.seed + k for k in range(args.seeds)]
     results["methods"], results["ppo_history"], results["lambda_grid"] = ppo_stage(
         task, model, tokenizer, splits, reward_models, results["sft"], preset, seeds, args.compile, args.out, progress)
-    methods = results["methods"]
-    results["paired"] = {f"{a} - {b}": stats.paired_difference(methods[a]["scores"], methods[b]["scores"])
-                         for a, b in COMPARISONS}
-    # How fast each method gets to scalar PPO's final validation score: the first point of each mean
-    # curve at or above it (scalar PPO itself may get there before its last update).
-    level = methods["ppo_scalar"]["curve"][-1][1]
-    results["convergence"] = {"level": level, "eval_every": preset["eval_every"],
-                              "updates": {name: stats.updates_to_match(methods[name]["curve"], level) for name in METHODS}}
-
-    start = time.time()
-    if "credit_landing" not in progress:
-        def reward_for(name, examples):
-            return reward_function(name, task, tokenizer, examples, reward_models,
-                                   ppo.PPOConfig(**preset["ppo"]).length_limit)
-        progress.finish("credit_landing", {"credit_landing": credit.credit_landing(
-            task, model, tokenizer, splits, reward_for, {name: methods[name]["lambda"] for name in METHODS},
-            preset["ppo"], args.seed, COMPARISONS)}, start)
-    results.update(progress["credit_landing"])
 
     start = time.time()
     if "showcase" not in progress:
         saved = {name: read_jsonl(path(file)) for name, file in (("sft", "samples.jsonl"),
                                                                  ("text2grad", "samples_text2grad.jsonl"))}
-        progress.finish("showcase", {"showcase": report.showcase(task, tokenizer, splits["test"], saved,
-                                                                 reward_models["cot"])}, start)
+        progress.finish("showcase", {"showcase": showcase(task, tokenizer, splits["test"], saved,
+                                                          reward_models["cot"])}, start)
     results.update(progress["showcase"])
     stages = {"data": ["data"], "sft": ["sft"], "evaluate": ["evaluate"], "annotate": ["annotate"],
               "reference_trunk": ["reference_trunk"] if "reference_trunk" in progress else [],
@@ -445,20 +434,91 @@ def run(args):
                                 for name, (kind, _) in REWARD_MODELS.items()
                                 for seed in (reward_seeds if kind == "span" else reward_seeds[:1])],
               "ppo": [stage for stage in progress.done if stage.startswith(("ppo/", "test/"))],
-              "credit_landing": ["credit_landing"], "showcase": ["showcase"]}
+              "showcase": ["showcase"]}
     results["wall_time_s"] = {key: sum(progress.time(s) for s in names) for key, names in stages.items()}
     atomic_save(json.dumps(results, indent=2), path("results.json"))
-    if results["sft_training"]["curve"]:  # the learning curve as a picture (figures.py draws it)
-        atomic_save(figures.curves_svg(figures.sft_curve_series(results), "validation", x_label="SFT step",
-                                       standalone=True), path("sft_curve.svg"))
-    report.write_report(args.out)
-    terminal.print_results(task, results)
-    terminal.print_showcase(results["showcase"][:3])
-    print(f"[{task.NAME}] total {sum(results['wall_time_s'].values()):.0f}s -> {path('results.json')}, "
-          f"{path('report.html')}")
+    print(f"[{task.NAME}] total {sum(results['wall_time_s'].values()):.0f}s -> {path('results.json')}")
     return results
 
 
+SHOWN = 6  # test prompts the report shows token by token (the first whose SFT response is blamed)
+
+
+def showcase(task, tokenizer, examples, samples, reward_model):
+    """Token-level views of a few test prompts, for the report to draw. samples: {method: its saved
+    greedy test samples} (say "sft" and "text2grad"), one per example in order. The first SHOWN
+    prompts whose SFT response the critic blames (then any others) get, per method: the response cut
+    into tokens' text (tokenizer.pieces), the critic's delta per token and critique, the reward model's."""
+    blamed = [i for i, s in enumerate(samples["sft"]) if s["poor_spans"]]
+    chosen = (blamed + [i for i in range(len(examples)) if i not in blamed])[:SHOWN]
+    entries = [{"prompt": examples[i].prompt, "reference": examples[i].reference} for i in chosen]
+    for name, rows in samples.items():
+        ids = [tokenizer.encode(rows[i]["response"]) for i in chosen]
+        critiques, deltas = reward_model.predict(tokenizer, [examples[i].prompt for i in chosen], ids)
+        for entry, i, r, critique, delta in zip(entries, chosen, ids, critiques, deltas):
+            row = rows[i]
+            entry[name] = {"response": row["response"], "pieces": tokenizer.pieces(r),
+                           "score": task.metrics(examples[i], row["response"])[task.PRIMARY],
+                           "critic": {"critique": row["textual_feedback"],
+                                      "delta": [int(d) for d in align(row["response"], tokenizer.offsets(r), row)[0]]},
+                           "reward_model": {"critique": critique, "delta": delta}}
+    return entries
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line
+
+def main(argv=None):
+    """python text2grad.py [flags]: parse the flags, run each task, end bad input with one line."""
+    parser = argparse.ArgumentParser(prog="text2grad.py", description="Text2Grad against scalar PPO on a toy task, end to end.",
+                                     epilog="Then python -m experiments.report --out DIR prints the tables (95%% intervals, "
+                                            "paired differences) and writes DIR/report.html. The studies of the method, "
+                                            "each a command: python -m experiments.sweep (K flaws per response), "
+                                            "experiments.credit_landing, experiments.value_heads, experiments.figures, "
+                                            "experiments.bench.")
+    parser.add_argument("--task", default="summarize", choices=["summarize", "code", "qa", "all"],
+                        help="toy task to run (default: summarize)")
+    parser.add_argument("--preset", default="default", choices=sorted(PRESETS), help="run size")
+    parser.add_argument("--seeds", type=int, default=1, help="PPO runs per method at its chosen GAE lambda, seeds "
+                        "--seed, --seed+1, ... (default 1, to stay within 10 minutes; RESULTS.md's experiment uses "
+                        "5; --resume with more seeds adds runs to a finished run)")
+    parser.add_argument("--out", default="runs", help="output directory (one sub-folder per task)")
+    parser.add_argument("--annotations", metavar="DIR", help="read annotations_{train,validation,test}.jsonl "
+                        "from DIR instead of sampling the SFT policy and running the critic")
+    parser.add_argument("--reward-start", default="sft", choices=["sft", "references"],
+                        help="the reward models' trunk: the SFT policy (default), or a policy trained the same way "
+                        "on the references, the demonstrations without their flaws")
+    parser.add_argument("--reward-seeds", type=int, default=1, help="train the span reward models (cot and no_cot) "
+                        "with this many seeds, to compare them beyond seed-to-seed variation; PPO uses the first "
+                        "(default 1)")
+    add_run_flags(parser)
+    args = check_run_flags(parser.parse_args(argv))
+    if args.reward_seeds < 1:
+        fail("--reward-seeds must be at least 1")
+    tasks = ["summarize", "code", "qa"] if args.task == "all" else [args.task]
+    folders = {name: os.path.join(args.annotations, name) if args.task == "all" else args.annotations
+               for name in tasks} if args.annotations else {}
+    for folder in folders.values():  # every task's annotation files, checked before any work
+        checked(read_annotations, folder)
+    for name in tasks:
+        try:
+            per_task = {"task": name, "out": os.path.join(args.out, name), "annotations": folders.get(name)}
+            run(argparse.Namespace(**{**vars(args), **per_task}))
+        except OSError as error:
+            fail(f"cannot write the output ({error.strerror or error}: {error.filename or args.out}); choose another --out")
+        except Interrupted as stop:
+            print(f"text2grad: interrupted ({stop}); every file written is complete; run the same command "
+                  f"with --resume to continue", file=sys.stderr)
+            sys.exit(130)
+        except KeyboardInterrupt:
+            print("text2grad: interrupted at once; every file written is complete; run the same command with "
+                  "--resume to continue from the last snapshot", file=sys.stderr)
+            sys.exit(130)
+        except Diverged as error:
+            fail(f"training diverged: {error}")
+    print(f"the tables with 95% intervals and paired differences, and report.html: "
+          f"python -m experiments.report --out {args.out}")
+
+
 if __name__ == "__main__":
-    import cli  # the command line: flags, the report and sweep commands, bad input as one line
-    cli.main()
+    main()

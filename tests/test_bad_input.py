@@ -4,13 +4,12 @@ import json
 
 import pytest
 
-import cli
+import checkpoint
 import reward
-import runstate
 import text2grad
-import value
-from data import get_task, make_splits
+from data import annotations, get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
+from experiments import value_heads
 from model import GPT, GPTConfig
 
 GOOD = {"prompt": "I am Yuki (34). My landlord raised my rent by 270 dollars.", "response": "Yuki's rent rose.",
@@ -26,8 +25,8 @@ def write_annotations(folder, train_lines):
         (folder / f"annotations_{split}.jsonl").write_bytes(data)
 
 
-def run_fails(capsys, argv, main=cli.main):
-    """Run main(argv) (cli.main by default: python text2grad.py), expect exit status 2; return the error text (one line)."""
+def run_fails(capsys, argv, main=text2grad.main):
+    """Run main(argv) (text2grad.main by default: python text2grad.py), expect exit status 2; return the error text (one line)."""
     with pytest.raises(SystemExit) as exit:
         main(argv)
     err = capsys.readouterr().err
@@ -95,20 +94,20 @@ def tokenizer():
 def test_checkpoint_of_another_size_or_tokenizer(tmp_path, capsys, tokenizer):
     config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=64, n_layer=1, n_head=2, n_embd=16)
     path = str(tmp_path / "sft.pt")
-    text2grad.save_checkpoint(path, GPT(config), tokenizer, step=5)
-    model, _, step = runstate.load_checkpoint(path, tokenizer=tokenizer, config=config)
+    checkpoint.save_checkpoint(path, GPT(config), tokenizer, step=5)
+    model, _, step = checkpoint.load_checkpoint(path, tokenizer=tokenizer, config=config)
     assert step == 5
     bigger = GPTConfig(**{**config.__dict__, "n_layer": 2})
     with pytest.raises(SystemExit):
-        runstate.load_checkpoint(path, tokenizer=tokenizer, config=bigger)
+        checkpoint.load_checkpoint(path, tokenizer=tokenizer, config=bigger)
     assert "holds a model of another size: n_layer 1 (expected 2)" in capsys.readouterr().err
     other = Tokenizer.train(["completely different text " * 20], 300)
     with pytest.raises(SystemExit):
-        runstate.load_checkpoint(path, tokenizer=other, config=config)
+        checkpoint.load_checkpoint(path, tokenizer=other, config=config)
     assert "was made with another tokenizer" in capsys.readouterr().err
     (tmp_path / "broken.pt").write_bytes(open(path, "rb").read()[:100])  # a save cut short
     with pytest.raises(SystemExit):
-        runstate.load_checkpoint(str(tmp_path / "broken.pt"))
+        checkpoint.load_checkpoint(str(tmp_path / "broken.pt"))
     assert "is not a checkpoint this code wrote" in capsys.readouterr().err
 
 
@@ -133,9 +132,9 @@ def test_record_longer_than_the_block_names_its_line(tokenizer):
 
 def test_a_runs_own_annotations_may_hold_empty_responses(tmp_path, capsys):
     write_annotations(tmp_path, [GOOD, {**GOOD, "response": ""}])
-    assert len(reward.read_annotations(str(tmp_path), check=None)["train"]) == 2  # --resume reads these
+    assert len(annotations.read_annotations(str(tmp_path), check=None)["train"]) == 2  # --resume reads these
     with pytest.raises(ValueError, match="line 2: the response is empty"):
-        reward.read_annotations(str(tmp_path))  # a user's file: the empty response is an error
+        annotations.read_annotations(str(tmp_path))  # a user's file: the empty response is an error
 
 
 def test_too_few_training_records(tmp_path, capsys):
@@ -146,9 +145,9 @@ def test_too_few_training_records(tmp_path, capsys):
 
 
 def test_value_command_needs_a_finished_run(tmp_path, capsys):
-    err = run_fails(capsys, ["--out", str(tmp_path)], value.main)
+    err = run_fails(capsys, ["--out", str(tmp_path)], value_heads.main)
     assert "no readable progress.json" in err
     (tmp_path / "progress.json").write_text(json.dumps({"identity": {"task": "summarize", "preset": "tiny", "seed": 0,
                                                                      "annotations": None}, "done": {}}))
-    err = run_fails(capsys, ["--out", str(tmp_path)], value.main)
+    err = run_fails(capsys, ["--out", str(tmp_path)], value_heads.main)
     assert "has not finished its reward models (sft.pt, reward_cot.pt" in err

@@ -1,7 +1,7 @@
 """bench.py compares three forms of the loss path: they must compute the same numbers."""
 import torch
 
-import bench
+from experiments import bench
 
 
 def test_the_three_forms_agree_with_float64():

@@ -11,7 +11,6 @@ import math
 import pytest
 import torch
 
-import cli
 import ppo
 import text2grad
 from model import GPT, GPTConfig, generate
@@ -110,12 +109,12 @@ def finished_runs(out, tasks):
 
 @pytest.mark.slow
 def test_tiny_run_on_the_gpu(tmp_path):
-    cli.main(["--preset", "tiny", "--device", CUDA, "--task", "all", "--seeds", "2", "--out", str(tmp_path)])
+    text2grad.main(["--preset", "tiny", "--device", CUDA, "--task", "all", "--seeds", "2", "--out", str(tmp_path)])
     finished_runs(tmp_path, ("summarize", "code", "qa"))
 
 
 @pytest.mark.slow
 def test_tiny_run_on_the_gpu_compiled(tmp_path):
-    cli.main(["--preset", "tiny", "--device", CUDA, "--compile", "--task", "summarize", "--seeds", "1",
+    text2grad.main(["--preset", "tiny", "--device", CUDA, "--compile", "--task", "summarize", "--seeds", "1",
                     "--out", str(tmp_path)])
     finished_runs(tmp_path, ("summarize",))

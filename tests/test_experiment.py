@@ -5,12 +5,11 @@ import math
 import pytest
 import torch
 
-import credit
 import reward
-import stats
 import text2grad
 from data import get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
+from experiments import credit_landing, stats
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +37,7 @@ def test_oracle_reward_blames_exactly_the_tokens_inside_poor_spans(setup):
     tokens, mask = sampled(tokenizer, responses)
     scores = text2grad.reward_function("oracle", task, tokenizer, examples, {})(chosen, tokens, mask)
     last = text2grad.reward_function("oracle_scalar", task, tokenizer, examples, {})(chosen, tokens, mask)
-    guarded = text2grad.reward_function("oracle_scalar", task, tokenizer, examples, {}, length_limit=4)(chosen, tokens, mask)
+    guarded = text2grad.reward_function("oracle_scalar", task, tokenizer, examples, {}, praise_fade_at=4)(chosen, tokens, mask)
     blamed_any = False
     for row, (i, response) in enumerate(zip(chosen, responses)):
         poor = [(response.find(p), response.find(p) + len(p)) for p in task.critique(examples[i], response)["poor_spans"]]
@@ -101,7 +100,7 @@ def test_learned_span_rewards_land_on_every_token_with_the_length_guard(setup):
     lengths = [len(tokenizer.encode(r)) for r in responses]
     deltas = {n: [(-1, 0, 1)[t % 3] for t in range(n)] for n in lengths}  # keyed by response length
     scores = text2grad.reward_function("text2grad", task, tokenizer, examples, {"cot": FixedSpans(deltas)},
-                                       length_limit=4)([0, 1], tokens, mask)
+                                       praise_fade_at=4)([0, 1], tokens, mask)
     for row, n in enumerate(lengths):
         for t in range(tokens.shape[1]):
             d = deltas[n][t] if t < n else 0  # the EOS and the padding carry nothing
@@ -118,18 +117,18 @@ def test_concentration_hand_worked():
     poor = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
     # net fall on poor tokens 0.3 + 0.1 = 0.4; all movement 0.3 + 0.1 + 0 + 0.1 + 0.2 + 0.2 = 0.9;
     # poor tokens 2 of 6: (0.4 / 0.9) / (2 / 6) = 4/3
-    result = credit.concentration(change, poor, text)
+    result = credit_landing.concentration(change, poor, text)
     assert result["concentration"] == pytest.approx(4 / 3)
     low, high = result["concentration_ci95"]
     # resampling two responses: both first (0.3/0.4)/(1/3) = 2.25, both second (0.1/0.5)/(1/3) = 0.6
     assert low == pytest.approx(0.6) and high == pytest.approx(2.25)
     # a poor token that rises counts against: -(0.3) fall
-    flipped = credit.concentration(-change, poor, text)
+    flipped = credit_landing.concentration(-change, poor, text)
     assert flipped["concentration"] == pytest.approx(-4 / 3)
     # paired on the same responses: 4/3 - (-4/3) = 8/3; a resample of both first gives 2.25 - (-2.25),
     # of both second 0.6 - (-0.6): the paired interval is [1.2, 4.5]
-    paired = credit.paired_concentration(credit.per_response(change, poor, text),
-                                         credit.per_response(-change, poor, text))
+    paired = credit_landing.paired_concentration(credit_landing.per_response(change, poor, text),
+                                         credit_landing.per_response(-change, poor, text))
     assert paired["difference"] == pytest.approx(8 / 3)
     assert paired["ci95"] == pytest.approx([1.2, 4.5])
 

@@ -4,11 +4,9 @@ import math
 
 import pytest
 
-import cli
-import stats
-import sweep
 import text2grad
 from data import Example, facts
+from experiments import stats, sweep
 from test_report import Page
 
 
@@ -136,10 +134,10 @@ def test_growth_of_a_ratio_from_k_1():
 
 def test_lambda_is_chosen_by_the_final_score_or_the_curve_mean():
     sooner, later = [(0, 0.2), (1, 0.9), (2, 0.9)], [(0, 0.2), (1, 0.5), (2, 0.95)]
-    assert stats.choice_score(sooner, "final") == 0.9 and stats.choice_score(later, "final") == 0.95
-    assert stats.choice_score(sooner, "mean") == pytest.approx(2.0 / 3)
-    assert stats.choice_score(later, "mean") == pytest.approx(1.65 / 3)
-    assert stats.choice_score([(0, 0.2, 0.1), (1, 0.6, 0.0)], "mean") == pytest.approx(0.4)  # a test score beside
+    assert text2grad.choice_score(sooner, "final") == 0.9 and text2grad.choice_score(later, "final") == 0.95
+    assert text2grad.choice_score(sooner, "mean") == pytest.approx(2.0 / 3)
+    assert text2grad.choice_score(later, "mean") == pytest.approx(1.65 / 3)
+    assert text2grad.choice_score([(0, 0.2, 0.1), (1, 0.6, 0.0)], "mean") == pytest.approx(0.4)  # a test score beside
 
 
 def test_sweep_splits_share_no_prompt_and_hold_one_k_each():
@@ -156,7 +154,7 @@ def test_sweep_splits_share_no_prompt_and_hold_one_k_each():
 @pytest.mark.slow
 def test_the_sweep_end_to_end(tmp_path):
     out = tmp_path / "sweep"
-    cli.main(["sweep", "--preset", "tiny", "--device", "cpu", "--ks", "1", "2", "--seeds", "2", "--out", str(out)])
+    sweep.main(["--preset", "tiny", "--device", "cpu", "--ks", "1", "2", "--seeds", "2", "--out", str(out)])
     results = json.loads((out / "results.json").read_text())
     assert results["ks"] == [1, 2] and set(results["per_k"]) == {"1", "2"}
     for r in results["per_k"].values():
@@ -174,7 +172,7 @@ def test_the_sweep_end_to_end(tmp_path):
     figure = Page((out / "updates_to_90.svg").read_text(encoding="utf-8"))  # stand-alone, well formed
     assert figure.tags.count("polyline") == len(text2grad.METHODS)
     # --resume with one more seed adds runs and keeps the finished ones
-    cli.main(["sweep", "--preset", "tiny", "--device", "cpu", "--ks", "1", "2", "--seeds", "3", "--out", str(out), "--resume"])
+    sweep.main(["--preset", "tiny", "--device", "cpu", "--ks", "1", "2", "--seeds", "3", "--out", str(out), "--resume"])
     again = json.loads((out / "results.json").read_text())
     assert len(again["per_k"]["2"]["methods"]["text2grad"]["scores"]) == 3
     assert again["per_k"]["2"]["methods"]["text2grad"]["scores"][:2] == results["per_k"]["2"]["methods"]["text2grad"]["scores"]
@@ -182,6 +180,6 @@ def test_the_sweep_end_to_end(tmp_path):
 
 def test_bad_k_is_one_line(capsys):
     with pytest.raises(SystemExit) as stop:
-        cli.main(["sweep", "--ks", "3"])
+        sweep.main(["--ks", "3"])
     assert stop.value.code == 2
     assert capsys.readouterr().err.strip().count("\n") == 0

@@ -132,9 +132,9 @@ def test_token_rewards_kl_and_missing_eos():
     assert rewards[1].tolist() == pytest.approx([-0.05, -1.05, -0.05, 0, 0, 0])
 
 
-def test_dense_scores_fade_praise_past_the_length_limit_never_blame():
+def test_dense_scores_fade_praise_past_the_praise_fade_at_never_blame():
     mask = ragged_mask([12, 12], 12)
-    scores = ppo.dense_scores([[1] * 12, [-1] * 12], mask, length_limit=4)
+    scores = ppo.dense_scores([[1] * 12, [-1] * 12], mask, praise_fade_at=4)
     for t in range(12):
         assert scores[0, t].item() == pytest.approx(1 / (1 + math.exp(-(4 - t) / 4)), abs=1e-6)
     assert (scores[1] == -1).all()
@@ -144,7 +144,7 @@ def test_length_guard_stops_farming_praise_by_rambling():
     # Repeating a praised phrase past the limit earns (almost) nothing more, while each repeated
     # blamed token still costs a full -1.
     def total(n, value):
-        return ppo.dense_scores([[value] * n], ragged_mask([n], 64), length_limit=40).sum().item()
+        return ppo.dense_scores([[value] * n], ragged_mask([n], 64), praise_fade_at=40).sum().item()
 
     # twelve more praised tokens past position 52: sum_t sigmoid((40 - t) / 4), t = 52..63, about 0.21
     assert total(64, +1) - total(52, +1) < 0.25

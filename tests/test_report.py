@@ -7,10 +7,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-import cli
-import figures
-import report
 import text2grad
+from experiments import figures, report
 
 VOID = {"meta", "br", "hr", "img", "input", "link", "col", "wbr"}
 SVG_EMPTY = {"rect", "line", "polygon", "polyline", "circle", "path"}
@@ -66,7 +64,8 @@ def results_for(task, responses, critique="fine"):
     methods = {"sft": {"score": 0.5, "ci95": 0.0, "scores": [0.5], "curve": [[0, 0.5]], "curve_ci95": [[0, 0.0]]}}
     for name in text2grad.METHODS:
         methods[name] = {"score": 0.7, "ci95": 0.01, "scores": [0.69, 0.71], "curve": curve,
-                         "curve_ci95": [[u, 0.02] for u, _ in curve], "time_s": 3.0}
+                         "curve_ci95": [[u, 0.02] for u, _ in curve], "time_s": 3.0, "lambda": 0.5,
+                         "explained_variance": [0.3, 0.4], "explained_variance_mc": [0.2, 0.3]}
 
     def side(pieces):
         delta = [(-1, 0, 1)[k % 3] for k in range(len(pieces))]
@@ -84,7 +83,7 @@ def results_for(task, responses, critique="fine"):
     span = {"positive_f1": 0.9, "negative_f1": 0.8, "exact_span_match": 0.7, "confusion": confusion}
     return {"task": task, "preset": "tiny", "seed": 0, "device": "cpu", "methods": methods,
             "convergence": {"level": 0.7, "eval_every": 1, "updates": {n: 2 for n in text2grad.METHODS}},
-            "showcase": showcase, "credit_landing": credit,
+            "showcase": showcase, "credit_landing": credit, "lambda_grid": {n: {"0.5": 0.7} for n in text2grad.METHODS},
             "reward_model": {"cot": {**span, "critique_rougeL": 0.5}, "no_cot": span, "scalar": {"score_correlation": 0.9}},
             "alignment": {"unaligned_rate": 0.0, "test": {"records": 2, "spans": 3, "unaligned": 0, "unaligned_rate": 0.0,
                                                           "labelled_token_share": 0.5, "critiques_truncated": 0}}}
@@ -121,12 +120,31 @@ def test_model_text_is_escaped():
     assert "&lt;script&gt;" in page_text
 
 
+def as_run_wrote_it(summary):
+    """The results.json a run writes for this summary: per-seed curves, no intervals or verdicts."""
+    results = {k: v for k, v in summary.items() if k not in ("convergence", "credit_landing", "paired")}
+    results["methods"] = {name: {**{k: v for k, v in m.items() if k not in ("score", "ci95", "curve", "curve_ci95")},
+                                 "curves": [m["curve"]] * len(m["scores"])}
+                          for name, m in summary["methods"].items()}
+    results["reward_model"] = {name: {**m, "seeds": {"positive_f1": [0.9], "negative_f1": [0.8]} if name != "scalar" else {}}
+                               for name, m in summary["reward_model"].items()}
+    return {**results, "sft_training": {"curve": []}}
+
+
 def test_rebuild_from_results_json(tmp_path, capsys):
     folder = tmp_path / "run"
     folder.mkdir()
-    (folder / "results.json").write_text(json.dumps(results_for("code", [["a", "b"]])))
-    cli.main(["report", "--out", str(folder)])
+    summary = results_for("code", [["a", "b"]])
+    (folder / "results.json").write_text(json.dumps(as_run_wrote_it(summary)))
+    report.main(["--out", str(folder)])
     assert Page((folder / "report.html").read_text(encoding="utf-8")).curves == list(text2grad.METHODS)
+    written = json.loads((folder / "summary.json").read_text())
+    # scores 0.69 and 0.71: mean 0.7, sd 0.02 / sqrt(2), half-width t(1) = 12.706 times sd / sqrt(2) = 0.12706
+    assert written["methods"]["text2grad"]["score"] == pytest.approx(0.7)
+    assert written["methods"]["text2grad"]["ci95"] == pytest.approx(12.706 * 0.01)
+    assert written["paired"]["text2grad - ppo_scalar"] == {"mean": 0.0, "ci95": 0.0, "per_seed": [0.0, 0.0],
+                                                           "verdict": "tie"}
+    assert "credit_landing" not in written and "credit landing: not measured" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("content, message", [(None, "no results.json"), ("{not json", "not valid JSON"),
@@ -135,7 +153,7 @@ def test_report_of_a_bad_folder_is_one_line(tmp_path, capsys, content, message):
     if content is not None:
         (tmp_path / "results.json").write_text(content)
     with pytest.raises(SystemExit) as exit:
-        cli.main(["report", "--out", str(tmp_path)])
+        report.main(["--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert exit.value.code == 2 and message in err and err.count("\n") == 1
     assert not os.path.exists(tmp_path / "report.html")
@@ -181,7 +199,7 @@ def test_standalone_curve_svg_coordinates():
 def test_figures_command_writes_one_chart_per_curve(tmp_path, capsys):
     runs = tmp_path / "runs"
     (runs / "qa").mkdir(parents=True)
-    results = results_for("qa", [["a"]])
+    results = as_run_wrote_it(results_for("qa", [["a"]]))
     results["sft_training"] = {"curve": [[10, {"right_answer": 0.2, "f1": 0.5}], [20, {"right_answer": 0.4, "f1": 0.6}]]}
     (runs / "qa" / "results.json").write_text(json.dumps(results))
     figures.main(["--runs", str(runs), "--out", str(tmp_path / "figures")])

@@ -5,10 +5,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import runstate
+import checkpoint
 from data.tokenizer import Tokenizer
+from experiments.terminal import colour_tokens
 from model import GPT, GPTConfig
-from reward import IGNORE, RewardModel, collate, colour_tokens, encode_record, layout, span_metrics, train_reward_model
+from reward import IGNORE, RewardModel, collate, encode_record, layout, span_metrics, train_reward_model
 
 RECORDS = [
     {"prompt": "Where does Omar live?", "response": "Omar lives in Rome. He is tall.",
@@ -158,27 +159,15 @@ def test_tiny_reward_model_memorises_its_training_set(tokenizer, items, kind, co
 
 
 def test_reward_checkpoint_round_trip(tmp_path, tokenizer, items):
-    import text2grad
     torch.manual_seed(0)
     model = RewardModel(GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=128, n_layer=1, n_head=2,
                                       n_embd=16)), "span", cot=False)
     torch.nn.init.normal_(model.head.weight)
-    text2grad.save_checkpoint(tmp_path / "rm.pt", model, tokenizer, 3, kind="span", cot=False)
-    loaded, _, step = runstate.load_checkpoint(tmp_path / "rm.pt")
+    checkpoint.save_checkpoint(tmp_path / "rm.pt", model, tokenizer, 3, kind="span", cot=False)
+    loaded, _, step = checkpoint.load_checkpoint(tmp_path / "rm.pt")
     prompts, responses = [r["prompt"] for r in RECORDS], [r["response"] for r in RECORDS]
     assert step == 3 and (loaded.kind, loaded.cot) == ("span", False)
     assert loaded.predict(tokenizer, prompts, responses) == model.eval().predict(tokenizer, prompts, responses)
-
-
-def test_bad_annotation_files_name_the_line(tmp_path):
-    from reward import read_jsonl
-    path = tmp_path / "a.jsonl"
-    path.write_text('{"prompt": "p", "response": "r"}\n\n{"prompt": "p"}\n')
-    with pytest.raises(ValueError, match=r"a.jsonl, line 3: a record needs"):
-        read_jsonl(path)
-    path.write_text('{"prompt": "p", "response": "r"}\n{"prompt": \n')
-    with pytest.raises(ValueError, match=r"line 2: not valid JSON"):
-        read_jsonl(path)
 
 
 def test_predict_splits_a_batch_whose_longest_prompt_and_response_do_not_fit_together(tokenizer):

@@ -13,9 +13,8 @@ import time
 
 import pytest
 
-import cli
 import text2grad
-import value
+from experiments import credit_landing, report, value_heads
 from test_report import Page
 
 TASKS = ("summarize", "code", "qa")
@@ -24,14 +23,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(scope="module")
 def run_all(tmp_path_factory):
+    """The README's commands at the tiny preset: the run, credit landing per task, the report."""
     out = tmp_path_factory.mktemp("runs")
-    cli.main(["--preset", "tiny", "--device", "cpu", "--task", "all", "--seeds", "2", "--out", str(out)])
+    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "all", "--seeds", "2", "--out", str(out)])
+    for task in TASKS:
+        credit_landing.main(["--out", str(out / task), "--device", "cpu"])
+    report.main(["--out", str(out)])
     return out
 
 
 def test_showcase_tokens_line_up_with_their_responses(run_all):
     for task in TASKS:
-        results = json.loads((run_all / task / "results.json").read_text())
+        results = json.loads((run_all / task / "summary.json").read_text())
         assert results["showcase"] and results["credit_landing"]["responses"] > 0
         for entry in results["showcase"]:
             for side in (entry["sft"], entry["text2grad"]):
@@ -54,8 +57,9 @@ def test_sft_curve(run_all):
 
 
 def test_reward_model_seeds(run_all, tmp_path):
-    cli.main(["--preset", "tiny", "--device", "cpu", "--task", "qa", "--seeds", "2", "--reward-seeds", "2", "--out", str(tmp_path)])
-    results = json.loads((tmp_path / "qa" / "results.json").read_text())
+    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "qa", "--seeds", "2", "--reward-seeds", "2", "--out", str(tmp_path)])
+    report.main(["--out", str(tmp_path)])
+    results = json.loads((tmp_path / "qa" / "summary.json").read_text())
     one_seed = json.loads((run_all / "qa" / "results.json").read_text())
     rm = results["reward_model"]
     def metrics(m):
@@ -71,13 +75,13 @@ def test_reward_model_seeds(run_all, tmp_path):
 
 
 def test_reward_models_from_a_trunk_trained_on_the_references(tmp_path):
-    cli.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--reward-start", "references", "--out", str(tmp_path)])
+    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--reward-start", "references", "--out", str(tmp_path)])
     results = json.loads((tmp_path / "code" / "results.json").read_text())
     assert results["reward_start"] == "references" and [s for s, _ in results["reference_trunk"]["curve"]] == [10, 20]
     assert results["wall_time_s"]["reference_trunk"] > 0
     # resuming with the other start is refused: the reward models would not match the flag
     with pytest.raises(SystemExit):
-        cli.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--out", str(tmp_path), "--resume"])
+        text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--out", str(tmp_path), "--resume"])
 
 
 def test_every_run_writes_a_report(run_all):
@@ -127,7 +131,7 @@ def stop_when(out, snapshot, sig):
 
 
 def test_two_runs_with_one_seed_agree(run_all, tmp_path):
-    cli.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path)])
+    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path)])
     assert metrics(tmp_path / "summarize" / "results.json") == metrics(run_all / "summarize" / "results.json")
 
 
@@ -138,7 +142,7 @@ def test_killed_and_resumed_run_gives_the_same_numbers(run_all, tmp_path):
         code, _ = stop_when(tmp_path, snapshot, signal.SIGKILL)
         assert code == -signal.SIGKILL, f"the run ended before {snapshot} appeared"
         assert not (tmp_path / "summarize" / "results.json").exists()
-    cli.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
+    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
     assert metrics(tmp_path / "summarize" / "results.json") == metrics(run_all / "summarize" / "results.json")
 
 
@@ -149,13 +153,13 @@ def test_ctrl_c_saves_and_resume_finishes(run_all, tmp_path):
     progress = json.loads((tmp_path / "summarize" / "progress.json").read_text())
     assert "reward/scalar" in progress["done"] and "showcase" not in progress["done"]
     assert not (tmp_path / "summarize" / "results.json").exists()
-    cli.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
+    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
     assert metrics(tmp_path / "summarize" / "results.json") == metrics(run_all / "summarize" / "results.json")
 
 
 def test_resume_with_more_seeds_adds_their_runs(run_all, tmp_path):
     shutil.copytree(run_all / "summarize", tmp_path / "summarize")
-    cli.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "3", "--out", str(tmp_path), "--resume"])
+    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "3", "--out", str(tmp_path), "--resume"])
     before = json.loads((run_all / "summarize" / "results.json").read_text())
     after = json.loads((tmp_path / "summarize" / "results.json").read_text())
     for name in text2grad.METHODS:
@@ -167,9 +171,9 @@ def test_resume_with_more_seeds_adds_their_runs(run_all, tmp_path):
 
 def test_value_command_compares_the_settings_on_a_finished_run(run_all, tmp_path):
     shutil.copytree(run_all / "summarize", tmp_path / "summarize")
-    value.main(["--out", str(tmp_path / "summarize"), "--device", "cpu"])
+    value_heads.main(["--out", str(tmp_path / "summarize"), "--device", "cpu"])
     results = json.loads((tmp_path / "summarize" / "value_settings.json").read_text())
-    assert set(results) == {f"{s}/{m}" for s in value.VALUE_SETTINGS for m in ("ppo_scalar", "text2grad")}
+    assert set(results) == {f"{s}/{m}" for s in value_heads.VALUE_SETTINGS for m in ("ppo_scalar", "text2grad")}
     updates = text2grad.PRESETS["tiny"]["ppo"]["updates"]
     for key, entry in results.items():
         assert len(entry["explained_variance"]) == len(entry["explained_variance_mc"]) == updates

@@ -2,8 +2,7 @@
 import pytest
 import torch
 
-import cli
-import runstate
+import checkpoint
 import sft
 import text2grad
 from data import Example
@@ -35,8 +34,8 @@ def test_checkpoint_round_trip(tmp_path, tokenizer):
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=16))
     path = tmp_path / "m.pt"
-    text2grad.save_checkpoint(path, model, tokenizer, step=7)
-    loaded, loaded_tokenizer, step = runstate.load_checkpoint(path)
+    checkpoint.save_checkpoint(path, model, tokenizer, step=7)
+    loaded, loaded_tokenizer, step = checkpoint.load_checkpoint(path)
     idx = torch.randint(0, tokenizer.vocab_size, (2, 10))
     assert step == 7 and loaded_tokenizer.encode("answer 2") == tokenizer.encode("answer 2")
     assert torch.equal(loaded(idx)[1], model(idx)[1])
@@ -56,7 +55,7 @@ def test_tiny_sft_memorises_demonstrations(tokenizer):
 def test_unavailable_device_is_a_clear_error(capsys, device):
     # cuda:99 is missing on a CPU machine and on any machine with fewer than 100 GPUs
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["--device", device, "--out", "unused"])
+        text2grad.main(["--device", device, "--out", "unused"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"text2grad: error: --device {device} ") and "\n" not in err

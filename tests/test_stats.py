@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-import stats
+from experiments import stats
 
 
 def test_mean_ci95_hand_worked():

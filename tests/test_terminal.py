@@ -1,7 +1,7 @@
 """terminal.py against a hand-written results dict: every printed number is the one put in, rounded as
 the lines say (mean ± interval to 3 decimals, explained variance to 2, credit landing to 4 and 2)."""
-import terminal
 from data import get_task
+from experiments import terminal
 
 TASK = get_task("summarize")
 

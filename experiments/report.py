@@ -1,11 +1,11 @@
-"""report.py: one self-contained HTML page of what a run did, built from its results.json.
+"""report.py: what a run did, summarised in the terminal and on one self-contained HTML page.
 
-    python text2grad.py report --out runs/summarize   # rebuild a report without training
+    python -m experiments.report --out runs             # after python text2grad.py; no training
 
-text2grad.py writes the page (render(find_results(folder)) -> folder/report.html).
-
-Every run of text2grad.py writes report.html next to its results.json (and, for --task all, one
-page for all tasks in --out). The page is standard-library HTML with inline CSS and SVG: no
+For each results.json in --out (or its sub-folders, one per task of a --task all run) it writes
+summary.json beside it (summary.py: intervals over seeds, paired differences, convergence, credit
+landing once python -m experiments.credit_landing has run), prints the tables (terminal.py), and
+writes report.html next to it (and, for several tasks, one page for all in --out). The page is standard-library HTML with inline CSS and SVG: no
 scripts, fonts or network, so it opens offline in any browser. It shows, per task:
 
     SFT            the SFT policy's greedy validation metrics against its training step
@@ -22,7 +22,7 @@ scripts, fonts or network, so it opens offline in any browser. It shows, per tas
     reward model   the confusion matrix of token labels, span F1 (per seed, and cot - no_cot paired
                    over seeds, with --reward-seeds), and the alignment statistics
 
-A K sweep's results.json (sweep.py) gets its own section: updates to close 50% and 90% of the gap
+A K sweep's results.json (experiments/sweep.py, which also writes its page) gets its own section: updates to close 50% and 90% of the gap
 against K (SVG), the ratios with their bootstrap intervals, test results, learning curves per K,
 and the setting's measured properties.
 
@@ -34,12 +34,11 @@ import json
 import os
 from html import escape
 
-import stats
-from align import align
-from checkpoint import atomic_save
 from data import get_task
-from figures import COLOURS, LABELS, colour, curves_svg, sft_curve_series, thresholds_svg
-from runstate import fail
+from experiments import stats, terminal
+from experiments.figures import COLOURS, LABELS, colour, curves_svg, sft_curve_series, thresholds_svg
+from experiments.summary import summarise
+from runstate import atomic_save, fail
 
 DELTA_CLASS = {-1: "poor", 0: "neutral", 1: "good"}
 
@@ -228,9 +227,12 @@ def showcase_section(entries, metric):
 
 
 def credit_section(results):
-    run = results.get("credit_landing", {})
+    if "credit_landing" not in results:
+        return ('<p class="note">not measured for this run: python -m experiments.credit_landing --out '
+                'RUN_FOLDER, then this report again</p>')
+    run = results["credit_landing"]
     if not run.get("responses"):
-        return '<p class="note">no credit landing in this results.json (the critic blamed no sample)</p>'
+        return '<p class="note">no credit landing for this run (the critic blamed no sample)</p>'
     names = [n for n in COLOURS if n in run]
     out = [f'<p>One PPO iteration from the SFT policy, each method at its own GAE lambda, on the same '
            f'{run["responses"]} criticised responses ({run["tokens"]["poor"]} poor-span, {run["tokens"]["good"]} '
@@ -399,63 +401,77 @@ def render(all_results):
 # ---------------------------------------------------------------------------------------------
 
 def find_results(folder):
-    """The results dicts of results.json in folder, or else of each sub-folder's (a --task all run),
-    in task order. Raises ValueError with a one-line message when there are none or one is unreadable."""
+    """[(folder holding it, its results dict)] for results.json in folder, or else in each sub-folder
+    (a --task all run), in task order. Raises ValueError with a one-line message when there are none
+    or one is unreadable."""
     own = os.path.join(folder, "results.json")
     paths = [own] if os.path.exists(own) else sorted(glob.glob(os.path.join(folder, "*", "results.json")))
     if not paths:
         raise ValueError(f"no results.json in {folder} or its sub-folders; run python text2grad.py first")
     out = []
     for path in paths:
-        try:
-            with open(path) as f:
-                results = json.load(f)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ValueError(f"{path} is not valid JSON ({error}); run the experiment again") from None
+        results = read_json(path)
         if not isinstance(results, dict) or not ({"task", "methods"} <= results.keys() or "per_k" in results):
             raise ValueError(f"{path} is not a text2grad results file (no task or methods)")
-        out.append(results)
+        out.append((os.path.dirname(path), results))
     order = ["summarize", "code", "qa"]
-    return sorted(out, key=lambda r: order.index(r["task"]) if r["task"] in order else len(order))
+    return sorted(out, key=lambda r: order.index(r[1]["task"]) if r[1]["task"] in order else len(order))
 
 
-# ---------------------------------------------------------------------------------------------
-# The run's results: the report's token-level showcase, and the file
+def read_json(path):
+    """The JSON in path; ValueError (one line) when it is not JSON."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path} is not valid JSON ({error}); run the experiment again") from None
 
-SHOWN = 6          # test prompts the report shows token by token (the first whose SFT response is blamed)
 
-
-def showcase(task, tokenizer, examples, samples, reward_model):
-    """Token-level views of a few test prompts for the report. samples: {method: its saved greedy
-    test samples} (say "sft" and "text2grad"), one per example in order. The first SHOWN prompts whose
-    SFT response the critic blames (then any others) get, per method: the response cut into tokens'
-    text (tokenizer.pieces), the critic's delta per token and critique, the reward model's."""
-    blamed = [i for i, s in enumerate(samples["sft"]) if s["poor_spans"]]
-    chosen = (blamed + [i for i in range(len(examples)) if i not in blamed])[:SHOWN]
-    entries = [{"prompt": examples[i].prompt, "reference": examples[i].reference} for i in chosen]
-    for name, rows in samples.items():
-        ids = [tokenizer.encode(rows[i]["response"]) for i in chosen]
-        critiques, deltas = reward_model.predict(tokenizer, [examples[i].prompt for i in chosen], ids)
-        for entry, i, r, critique, delta in zip(entries, chosen, ids, critiques, deltas):
-            row = rows[i]
-            entry[name] = {"response": row["response"], "pieces": tokenizer.pieces(r),
-                           "score": task.metrics(examples[i], row["response"])[task.PRIMARY],
-                           "critic": {"critique": row["textual_feedback"],
-                                      "delta": [int(d) for d in align(row["response"], tokenizer.offsets(r), row)[0]]},
-                           "reward_model": {"critique": critique, "delta": delta}}
-    return entries
+def summarised(folder, results):
+    """A task's summary (summary.py), with the credit-landing study's file beside results.json if
+    there is one; a K sweep's results.json is its own summary."""
+    if results.get("kind") == "sweep":
+        return results
+    credit = os.path.join(folder, "credit_landing.json")
+    return summarise(results, read_json(credit) if os.path.exists(credit) else None)
 
 
 def write_report(folder):
-    """folder/report.html from the results.json in folder (or in each sub-folder, for --task all)."""
-    atomic_save(render(find_results(folder)), os.path.join(folder, "report.html"))
+    """For each results.json in folder (or its sub-folders): summary.json and sft_curve.svg beside
+    it, the tables printed, and report.html; with several, one more report.html in folder for all.
+    Returns the summaries."""
+    found = find_results(folder)
+    summaries = []
+    for where, results in found:
+        summary = summarised(where, results)
+        summaries.append(summary)
+        if summary.get("kind") == "sweep":
+            terminal.print_sweep(summary)
+        else:
+            atomic_save(json.dumps(summary, indent=2), os.path.join(where, "summary.json"))
+            if summary["sft_training"]["curve"]:
+                atomic_save(curves_svg(sft_curve_series(summary), "validation", x_label="SFT step", standalone=True),
+                            os.path.join(where, "sft_curve.svg"))
+            task = get_task(summary["task"])
+            terminal.print_reward_models(task, summary)
+            terminal.print_results(task, summary)
+            terminal.print_showcase(summary["showcase"][:3])
+        atomic_save(render([summary]), os.path.join(where, "report.html"))
+        print(f"-> {os.path.join(where, 'report.html')}")
+    if len(found) > 1:
+        atomic_save(render(summaries), os.path.join(folder, "report.html"))
+        print(f"all tasks -> {os.path.join(folder, 'report.html')}")
+    return summaries
 
 
-def main(argv):
-    """python text2grad.py report --out DIR: rebuild DIR/report.html from DIR's results.json."""
-    parser = argparse.ArgumentParser(prog="text2grad.py report", description="rebuild report.html from an "
-                                     "existing results.json (and each sub-folder's, for a --task all run), no training")
-    parser.add_argument("--out", default="runs/summarize", help="the run's output directory (default: runs/summarize)")
+def main(argv=None):
+    """python -m experiments.report --out DIR: summarise DIR's results.json, print it, draw report.html."""
+    parser = argparse.ArgumentParser(prog="python -m experiments.report", description=(
+        "Summarise a finished run (DIR/results.json, or each DIR/*/results.json for a --task all run): "
+        "summary.json (means and 95%% intervals over seeds, paired differences, convergence, credit landing "
+        "when python -m experiments.credit_landing has run), the tables in the terminal, and report.html. "
+        "No training."))
+    parser.add_argument("--out", default="runs", help="the run's output directory (default: runs)")
     args = parser.parse_args(argv)
     try:
         write_report(args.out)
@@ -466,4 +482,7 @@ def main(argv):
              f"it may come from an older version: run the experiment again")
     except OSError as error:
         fail(f"cannot write the report ({error.strerror or error}: {error.filename or args.out})")
-    print(f"-> {os.path.join(args.out, 'report.html')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,15 +1,16 @@
-"""terminal.py: what a run of text2grad.py prints when it ends, from its results dict.
+"""terminal.py: a run's summary (summary.py) as tables in the terminal, and the K sweep's.
 
 The results table (test metric per method, mean and 95% interval over seeds, each method's GAE
 lambda and explained variance), the paired differences, the lambda grid, convergence, credit
 landing and the reward models' span F1; then, on a terminal, a few test responses with their tokens
-coloured by the reward model's delta. report.py draws the same results as an HTML page; sweep.py
-prints its own.
+coloured by the reward model's delta. report.py prints these and draws the same summary as an
+HTML page.
 """
 import sys
 
-import stats
-from reward import colour_tokens
+from data import facts
+from experiments import stats
+from text2grad import METHODS
 
 
 def print_reward_models(task, results):
@@ -50,6 +51,9 @@ def print_results(task, results):
     print(f"  first update whose mean validation reaches ppo_scalar's final {convergence['level']:.3f} "
           f"(checked every {convergence['eval_every']}): "
           + ", ".join(f"{name} {convergence['updates'][name]}" for name in convergence["updates"]))
+    if "credit_landing" not in results:
+        print("  credit landing: not measured for this run (python -m experiments.credit_landing --out RUN_FOLDER)")
+        return
     landing = results["credit_landing"]
     if not landing["responses"]:
         print("  credit landing: the critic blames none of the SFT policy's validation samples")
@@ -80,3 +84,31 @@ def print_showcase(entries):
             side = entry[name]
             print(f"  {name + ':':10s} {colour_tokens(side['pieces'], side['reward_model']['delta'])}\n"
                   f"  {'':10s} critique: {side['reward_model']['critique']}")
+
+
+def print_sweep(results):
+    """The sweep's table: per K and method, test sites right, updates to each threshold, the ratios."""
+    print(f"\nK sweep (facts task): test {facts.PRIMARY} after the budget (mean over {len(results['seeds'])} seeds); "
+          f"updates to close 50% / 90% of the gap from SFT to 1 on the test curves (mean; * some seeds never got "
+          f"there); the sampled responses' length and KL to the SFT policy at the last update (mean)")
+    for k, r in results["per_k"].items():
+        print(f"  K={k}  SFT {r['sft']['test'][facts.PRIMARY]:.3f}  budget {r['updates']} updates")
+        for name in METHODS:
+            m, steps = r["methods"][name], r["thresholds"][name]
+            cells = "  ".join(f"{sum(s['per_seed']) / len(s['per_seed']):5.1f}{'*' if s['censored'] else ' '}"
+                              for s in steps.values())
+            print(f"    {name:15s} lambda {m['lambda']:<4}  test {m['score']:.3f} ± {m['ci95']:.3f}  updates {cells}  "
+                  f"last update: length {m['final_length']:4.1f} tokens, KL {m['final_kl']:5.1f}")
+        for q, pairs in r["ratios"].items():
+            print(f"    ratio at {float(q):.0%}: " + "; ".join(
+                f"{key} {v['ratio']:.2f} [bootstrap {v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}; t {v['ci95_t'][0]:.2f}, "
+                f"{v['ci95_t'][1]:.2f}]" for key, v in pairs.items()))
+    for k, per_q in results.get("growth", {}).items():
+        print(f"  K={k} over K=1, at 90%: " + "; ".join(
+            f"{key} {v['growth']:.2f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]" for key, v in per_q["0.9"].items()))
+
+
+def colour_tokens(pieces, delta):
+    """Tokens' text (tokenizer.pieces) coloured by delta for a terminal (ANSI): red -1, green +1."""
+    colours = {-1: "\033[41;97m", 1: "\033[42;30m"}
+    return "".join(colours[d] + piece + "\033[0m" if d in colours and piece else piece for piece, d in zip(pieces, delta))

@@ -1,9 +1,10 @@
-"""reward.py convert: the authors' stored annotation shapes, written by hand here, into our JSONL."""
+"""data/annotations.py: annotation files read line by line, and the authors' stored shapes, written by
+hand here, converted into our JSONL."""
 import json
 
 import pytest
 
-import reward
+from data import annotations
 
 REPLY = ('Here is my evaluation of the summary.\n```json\n{"textual_feedback": "The amount is wrong.",\n'
          ' "good_spans": ["landlord"], "poor_spans": ["24 dollars"]}\n```\nI hope this helps.')
@@ -20,12 +21,12 @@ def read(path):
 def test_slf5k_list_and_object_by_id(tmp_path):
     (tmp_path / "list.json").write_text(json.dumps([SLF5K, {**SLF5K, "post": "Second post."}]))
     (tmp_path / "by_id.json").write_text(json.dumps({"t3_abc": SLF5K}))
-    assert reward.convert_authors_file(tmp_path / "list.json", tmp_path / "a.jsonl") == (2, 0)
+    assert annotations.convert_authors_file(tmp_path / "list.json", tmp_path / "a.jsonl") == (2, 0)
     assert read(tmp_path / "a.jsonl") == [OURS, {**OURS, "prompt": "Second post."}]
-    assert reward.convert_authors_file(tmp_path / "by_id.json", tmp_path / "b.jsonl") == (1, 0)
+    assert annotations.convert_authors_file(tmp_path / "by_id.json", tmp_path / "b.jsonl") == (1, 0)
     assert read(tmp_path / "b.jsonl") == [OURS]
     # what the experiment then reads: every record passes the checks of --annotations
-    assert len(reward.read_jsonl(tmp_path / "a.jsonl", check=reward.check_annotation)) == 2
+    assert len(annotations.read_jsonl(tmp_path / "a.jsonl", check=annotations.check_annotation)) == 2
 
 
 def test_ultrafeedback_with_chat_messages_as_json_lines(tmp_path):
@@ -33,7 +34,7 @@ def test_ultrafeedback_with_chat_messages_as_json_lines(tmp_path):
               "response": [{"role": "user", "content": "Name a prime."}, {"role": "assistant", "content": "7 is prime."}],
               "annotations": {"good_spans": ["7 is prime"], "poor_spans": []}}
     (tmp_path / "uf.jsonl").write_text(json.dumps(record) + "\n\n" + json.dumps({**record, "response": "2."}) + "\n")
-    assert reward.convert_authors_file(tmp_path / "uf.jsonl", tmp_path / "out.jsonl") == (2, 0)
+    assert annotations.convert_authors_file(tmp_path / "uf.jsonl", tmp_path / "out.jsonl") == (2, 0)
     first, second = read(tmp_path / "out.jsonl")
     assert first == {"prompt": "Name a prime.", "response": "7 is prime.", "textual_feedback": "Correct and short.",
                      "good_spans": ["7 is prime"], "poor_spans": []}
@@ -42,25 +43,25 @@ def test_ultrafeedback_with_chat_messages_as_json_lines(tmp_path):
 
 def test_one_record_as_json_lines(tmp_path):
     (tmp_path / "one.jsonl").write_text(json.dumps(SLF5K) + "\n")
-    assert reward.convert_authors_file(tmp_path / "one.jsonl", tmp_path / "out.jsonl") == (1, 0)
+    assert annotations.convert_authors_file(tmp_path / "one.jsonl", tmp_path / "out.jsonl") == (1, 0)
     assert read(tmp_path / "out.jsonl") == [OURS]
 
 
 def test_a_target_that_cannot_be_written_is_one_line(tmp_path):
     (tmp_path / "in.json").write_text(json.dumps([SLF5K]))
     with pytest.raises(ValueError, match="is a folder"):
-        reward.convert_authors_file(tmp_path / "in.json", tmp_path)
+        annotations.convert_authors_file(tmp_path / "in.json", tmp_path)
     with pytest.raises(ValueError, match="cannot write .*no_folder"):
-        reward.convert_authors_file(tmp_path / "in.json", tmp_path / "no_folder" / "out.jsonl")
+        annotations.convert_authors_file(tmp_path / "in.json", tmp_path / "no_folder" / "out.jsonl")
 
 
 def test_a_failed_reply_names_its_record_or_is_skipped(tmp_path):
     failed = {**SLF5K, "critique": "Error generating critique"}
     (tmp_path / "in.json").write_text(json.dumps([SLF5K, failed, SLF5K]))
     with pytest.raises(ValueError, match=r"in.json, record 2: annotation is not valid JSON"):
-        reward.convert_authors_file(tmp_path / "in.json", tmp_path / "out.jsonl")
+        annotations.convert_authors_file(tmp_path / "in.json", tmp_path / "out.jsonl")
     assert not (tmp_path / "out.jsonl").exists() and not list(tmp_path.glob("*.tmp"))
-    assert reward.convert_authors_file(tmp_path / "in.json", tmp_path / "out.jsonl", skip_bad=True) == (2, 1)
+    assert annotations.convert_authors_file(tmp_path / "in.json", tmp_path / "out.jsonl", skip_bad=True) == (2, 1)
 
 
 @pytest.mark.parametrize("content, message", [
@@ -72,17 +73,27 @@ def test_a_failed_reply_names_its_record_or_is_skipped(tmp_path):
 def test_unusable_files_are_one_line(tmp_path, content, message):
     (tmp_path / "in.json").write_text(content)
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
-        reward.convert_authors_file(tmp_path / "in.json", tmp_path / "out.jsonl")
+        annotations.convert_authors_file(tmp_path / "in.json", tmp_path / "out.jsonl")
 
 
 def test_command_line_never_overwrites(tmp_path, capsys):
     (tmp_path / "in.json").write_text(json.dumps([SLF5K]))
     (tmp_path / "annotations_train.jsonl").write_text("kept\n")
     with pytest.raises(SystemExit) as exit_info:
-        reward.main(["convert", str(tmp_path / "in.json"), str(tmp_path / "annotations_train.jsonl")])
+        annotations.main(["convert", str(tmp_path / "in.json"), str(tmp_path / "annotations_train.jsonl")])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith("reward.py: error: ") and "already exists" in err and err.count("\n") == 1
+    assert err.startswith("text2grad: error: ") and "already exists" in err and err.count("\n") == 1
     assert (tmp_path / "annotations_train.jsonl").read_text() == "kept\n"
-    reward.main(["convert", str(tmp_path / "in.json"), str(tmp_path / "new.jsonl")])
+    annotations.main(["convert", str(tmp_path / "in.json"), str(tmp_path / "new.jsonl")])
     assert capsys.readouterr().out.strip() == f"{tmp_path / 'new.jsonl'}: 1 converted, 0 skipped"
+
+
+def test_bad_annotation_files_name_the_line(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"prompt": "p", "response": "r"}\n\n{"prompt": "p"}\n')
+    with pytest.raises(ValueError, match=r"a.jsonl, line 3: a record needs"):
+        annotations.read_jsonl(path)
+    path.write_text('{"prompt": "p", "response": "r"}\n{"prompt": \n')
+    with pytest.raises(ValueError, match=r"line 2: not valid JSON"):
+        annotations.read_jsonl(path)

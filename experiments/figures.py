@@ -1,7 +1,7 @@
 """figures.py: the charts, as SVG written with the standard library, for the report and the README.
 
-    python figures.py                      # the README's figures, from runs/*/results.json, into figures/
-    python figures.py --runs DIR --out DIR
+    python -m experiments.figures          # the README's figures, from runs/*/results.json, into figures/
+    python -m experiments.figures --runs DIR --out DIR
 
 From each task's results.json it writes {task}_sft_curve.svg (the SFT policy's greedy validation
 metrics against its training step) and {task}_ppo_curves.svg (each method's validation metric
@@ -16,9 +16,10 @@ import os
 import sys
 from html import escape
 
-import stats
-from checkpoint import atomic_save
 from data import get_task
+from experiments import stats
+from experiments.summary import summarise
+from runstate import atomic_save
 
 # One colour per method, the same in every chart and table.
 COLOURS = {"sft": "#7f7f7f", "ppo_scalar": "#e08a1e", "text2grad": "#1f6fb4", "text2grad_no_cot": "#8e5bb5",
@@ -170,14 +171,15 @@ def write_figures(runs, out):
                                                        standalone=True))
         if results.get("methods"):
             primary = get_task(results["task"]).PRIMARY
-            save(f"{folder}_ppo_curves.svg", curves_svg(results["methods"], f"validation {primary}", standalone=True))
+            save(f"{folder}_ppo_curves.svg", curves_svg(summarise(results)["methods"], f"validation {primary}",
+                                                        standalone=True))
     if not found:
         raise ValueError(f"no results.json in {runs}/{{{','.join(TASKS)},sweep}}; run python text2grad.py first")
     return written
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="figures.py", description="The README's figures as SVG files, from results.json.")
+    parser = argparse.ArgumentParser(prog="python -m experiments.figures", description="The README's figures as SVG files, from results.json.")
     parser.add_argument("--runs", default="runs", help="the runs' folder, with one sub-folder per task (default runs)")
     parser.add_argument("--out", default="figures", help="where the SVG files go (default figures)")
     args = parser.parse_args(argv)
@@ -185,14 +187,14 @@ def main(argv=None):
         for path in write_figures(args.runs, args.out):
             print(f"-> {path}")
     except ValueError as error:
-        print(f"figures.py: error: {error}", file=sys.stderr)
+        print(f"experiments.figures: error: {error}", file=sys.stderr)
         sys.exit(2)
     except (KeyError, TypeError, IndexError) as error:
-        print(f"figures.py: error: a results.json in {args.runs} lacks what the figures need "
+        print(f"experiments.figures: error: a results.json in {args.runs} lacks what the figures need "
               f"({type(error).__name__}: {error}); it may come from an older version: run it again", file=sys.stderr)
         sys.exit(2)
     except OSError as error:
-        print(f"figures.py: error: cannot write {error.filename or args.out} ({error.strerror})", file=sys.stderr)
+        print(f"experiments.figures: error: cannot write {error.filename or args.out} ({error.strerror})", file=sys.stderr)
         sys.exit(2)
 
 

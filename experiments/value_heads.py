@@ -1,6 +1,6 @@
 """The value head under several settings, on a finished run: the evidence behind ppo.py's choice.
 
-    python value.py --out runs/summarize
+    python -m experiments.value_heads --out runs/summarize
 
 The authors (through TRL) train the value head through the policy's trunk with a loss weight of
 0.1, a value clip of 0.2 and the policy's learning rate; ours reads the trunk detached, with its own
@@ -16,11 +16,10 @@ import os
 import sys
 
 import ppo
-from checkpoint import atomic_save
-from data import get_task
-from runstate import fail, load_checkpoint, pick_device
+from experiments.run_folder import read_run
+from runstate import atomic_save, pick_device
 from sft import MAX_NEW_TOKENS, primary_score
-from text2grad import PRESETS, REWARD_MODELS, experiment_splits, reward_function
+from text2grad import reward_function
 
 # The value-head settings main compares (PPOConfig fields); the last is PPOConfig's default.
 # "authors" is close to the authors' (TRL's) setting: loss weight 0.1, value clip 0.2, the policy's
@@ -34,32 +33,16 @@ VALUE_SETTINGS = {
 
 
 def main(argv=None):
-    """python value.py --out DIR: the value head under each of VALUE_SETTINGS, on a finished
+    """python -m experiments.value_heads --out DIR: the value head under each of VALUE_SETTINGS, on a finished
     run's SFT policy and reward models: one PPO run per setting for scalar PPO and Text2Grad (the
     run's first seed, GAE lambda 0.95 as the authors use), explained variance per update and the final
     validation score. Writes DIR/value_settings.json; reads no test data."""
-    parser = argparse.ArgumentParser(description=main.__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.value_heads", description=main.__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="runs/summarize", help="a finished run's folder (default: runs/summarize)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        with open(os.path.join(args.out, "progress.json"), encoding="utf-8") as f:
-            identity = json.load(f)["identity"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        fail(f"{args.out} holds no readable progress.json ({type(error).__name__}); run python text2grad.py first")
-    if not isinstance(identity, dict) or identity.get("preset") not in PRESETS or \
-            identity.get("task") not in ("summarize", "code", "qa"):
-        fail(f"{args.out}/progress.json names no known task and preset; run python text2grad.py first")
-    needed = ["sft.pt"] + [f"reward_{name}.pt" for name in REWARD_MODELS]
-    missing = [name for name in needed if not os.path.exists(os.path.join(args.out, name))]
-    if missing:
-        fail(f"{args.out} has not finished its reward models ({', '.join(missing)} missing); run or --resume "
-             f"python text2grad.py first")
-    device, task, preset = pick_device(args.device), get_task(identity["task"]), PRESETS[identity["preset"]]
-    splits, _ = experiment_splits(task, preset, identity["seed"])
-    policy, tokenizer, _ = load_checkpoint(os.path.join(args.out, "sft.pt"), device)
-    reward_models = {name: load_checkpoint(os.path.join(args.out, f"reward_{name}.pt"), device, tokenizer)[0]
-                     for name in REWARD_MODELS}
+    run = read_run(args.out, pick_device(args.device))
+    task, preset, splits, policy, tokenizer = run.task, run.preset, run.splits, run.policy, run.tokenizer
     prompts = [tokenizer.prompt(e.prompt) for e in splits["train"]]
     validation = splits["validation"]
 
@@ -69,9 +52,9 @@ def main(argv=None):
             config = ppo.PPOConfig(**{**preset["ppo"], "lam": 0.95, **fields}, max_new_tokens=MAX_NEW_TOKENS)
             model = ppo.ActorCritic(copy.deepcopy(policy), config.detach_value)
             curve, history, warmup = ppo.train(
-                model, policy, prompts, reward_function(name, task, tokenizer, splits["train"], reward_models,
-                                                        config.length_limit),
-                tokenizer.eos_id, tokenizer.pad_id, config, seed=identity["seed"],
+                model, policy, prompts, reward_function(name, task, tokenizer, splits["train"], run.reward_models,
+                                                        config.praise_fade_at),
+                tokenizer.eos_id, tokenizer.pad_id, config, seed=run.seed,
                 evaluate=lambda gpt: primary_score(task, gpt, tokenizer, validation), eval_every=config.updates,
                 desc=f"{setting}: {name}")
             ev = [h["explained_variance"] for h in history]

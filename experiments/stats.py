@@ -1,5 +1,5 @@
-"""The statistics the experiment reports: intervals over seeds, paired differences, a bootstrap,
-and what is read off a learning curve.
+"""The statistics the studies report: intervals over seeds, paired differences, a bootstrap, and
+what is read off a learning curve.
 
 Every PPO method starts from the same SFT policy and reward models and, for a given seed, draws the
 same training prompts in the same order, so a seed is a *pair* (or a block, across methods): the
@@ -53,14 +53,6 @@ def bootstrap_ci95(n, statistic, resamples=2000, seed=0):
 
 # ---------------------------------------------------------------------------------------------
 # Learning curves [(update, score, ...)]
-
-def choice_score(curve, choose_by):
-    """What a lambda is chosen by, from its validation curve [(update, score, ...)]: the final score
-    ("final") or the mean over the curve's points ("mean", which rewards getting there sooner)."""
-    if choose_by == "mean":
-        return sum(p[1] for p in curve) / len(curve)
-    return curve[-1][1]
-
 
 def updates_to_match(curve, level):
     """First update at which a learning curve [(update, score, ...)] reaches `level` (to within 1e-9,

@@ -1,7 +1,7 @@
 """bench.py: what the compiled loss path buys, how fast generation is, and what Text2Grad costs.
 
-    python bench.py            # the full sweep (tens of minutes on 2 CPU cores, minutes on a GPU)
-    python bench.py --quick    # a first look, within 2 minutes on 2 CPU cores
+    python -m experiments.bench            # the full sweep (tens of minutes on 2 CPU cores)
+    python -m experiments.bench --quick    # a first look, within 2 minutes on 2 CPU cores
 
 Three parts, each measured side by side in one run, so the ratios mean something on a noisy machine:
 
@@ -315,7 +315,7 @@ def bench_ppo_update(device, batch_size, compare_compile=True):
     from data.tokenizer import Tokenizer, training_texts
     from model import GPT, GPTConfig
     from reward import RewardModel
-    from runstate import load_checkpoint
+    from checkpoint import load_checkpoint
     from sft import MAX_NEW_TOKENS
 
     task = get_task("summarize")
@@ -371,7 +371,7 @@ def one_update(task, tokenizer, examples, prompts, model, policy, reward_models,
     seconds = {"rollout": time.perf_counter() - start}
     scores = {}
     for name in ("text2grad", "ppo_scalar"):
-        reward = text2grad.reward_function(name, task, tokenizer, examples, reward_models, config.length_limit)
+        reward = text2grad.reward_function(name, task, tokenizer, examples, reward_models, config.praise_fade_at)
         start = time.perf_counter()
         scores[name] = reward(range(batch_size), batch["tokens"], batch["mask"])
         sync(device)
@@ -391,7 +391,7 @@ def one_update(task, tokenizer, examples, prompts, model, policy, reward_models,
 # ---------------------------------------------------------------------------------------------
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a few shapes, within 2 minutes on 2 CPU cores")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--out", default=os.path.join("runs", "bench.json"),

@@ -1,22 +1,34 @@
 """Credit landing: where one PPO update moves the log-probabilities, and how much of that movement
 lands on the tokens the critic blamed.
 
+    python -m experiments.credit_landing --out runs/summarize   # after python text2grad.py
+
 Text2Grad's claim is about *where* the gradient goes: the critique points at the blamed span, and
-the update should push those tokens down and leave the rest. This measures it directly, for any
-reward, on a fixed batch of criticised responses (text2grad.py runs it for every method at its GAE
-lambda, results.json -> credit_landing, the report shows it token by token).
+the update should push those tokens down and leave the rest. This measures it directly, for every
+method at the GAE lambda the run chose, on a fixed batch of criticised responses, from the run's
+own SFT policy and reward models. It writes credit_landing.json beside the run's results.json;
+python -m experiments.report then shows it, token by token in report.html.
 """
+import argparse
 import copy
+import json
+import os
 import random
+import sys
+import time
 from dataclasses import replace
 
 import torch
 
 import ppo
-import stats
 from align import align
+from experiments import stats
+from experiments.report import read_json
+from experiments.run_folder import read_run
 from model import generate
+from runstate import atomic_save, fail, pick_device
 from sft import MAX_NEW_TOKENS, response_ids
+from text2grad import COMPARISONS, METHODS, reward_function
 
 PROBE = 64  # criticised responses in the credit-landing batch
 SHOWN = 3   # responses kept token by token for the report
@@ -123,3 +135,35 @@ def paired_concentration(a, b):
     B = len(a["fall"])
     difference = lambda rows: concentration_of(a, rows) - concentration_of(b, rows)
     return {"difference": difference(range(B)), "ci95": list(stats.bootstrap_ci95(B, difference))}
+
+
+def main(argv=None):
+    """python -m experiments.credit_landing --out DIR: credit landing on a finished run in DIR (its
+    SFT policy, reward models and the GAE lambda each method chose) -> DIR/credit_landing.json."""
+    parser = argparse.ArgumentParser(prog="python -m experiments.credit_landing", description=main.__doc__)
+    parser.add_argument("--out", default="runs/summarize", help="a finished run's folder (default: runs/summarize)")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    path = os.path.join(args.out, "results.json")
+    if not os.path.exists(path):
+        fail(f"{path} is missing: the run has not finished; run or --resume python text2grad.py first")
+    try:
+        lambdas = {name: read_json(path)["methods"][name]["lambda"] for name in METHODS}
+    except ValueError as error:
+        fail(str(error))
+    except (KeyError, TypeError) as error:
+        fail(f"{path} has no GAE lambda for a method ({error}); it may come from an older version: run it again")
+    start, run = time.time(), read_run(args.out, pick_device(args.device))
+
+    def reward_for(name, examples):
+        return reward_function(name, run.task, run.tokenizer, examples, run.reward_models,
+                               ppo.PPOConfig(**run.preset["ppo"]).praise_fade_at)
+    result = credit_landing(run.task, run.policy, run.tokenizer, run.splits, reward_for, lambdas, run.preset["ppo"],
+                            run.seed, COMPARISONS)
+    atomic_save(json.dumps(result, indent=2), os.path.join(args.out, "credit_landing.json"))
+    print(f"credit landing on {result['responses']} criticised responses, {time.time() - start:.0f}s -> "
+          f"{os.path.join(args.out, 'credit_landing.json')}; python -m experiments.report --out {args.out} shows it")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,4 +1,4 @@
-"""checkpoint.py inside the training loops: a loop stopped and resumed from its snapshot ends with
+"""runstate.Snapshots inside the training loops: a loop stopped and resumed from its snapshot ends with
 exactly the weights of a loop never stopped, and runs only the steps that were left; a NaN stops
 training and leaves the last good state on disk."""
 import copy
@@ -6,10 +6,10 @@ import copy
 import pytest
 import torch
 
-import checkpoint
 import ppo
-from checkpoint import Diverged, Interrupted, Snapshots
+import runstate
 from model import GPT, GPTConfig, fit
+from runstate import Diverged, Interrupted, Snapshots
 
 PAD, EOS = 0, 2
 
@@ -17,8 +17,8 @@ PAD, EOS = 0, 2
 @pytest.fixture
 def stop():
     """Ask for a stop as Ctrl-C would; always cleared afterwards."""
-    yield lambda: checkpoint._stop.update(requested=True)
-    checkpoint._stop.update(requested=False)
+    yield lambda: runstate._stop.update(requested=True)
+    runstate._stop.update(requested=False)
 
 
 def tiny_gpt():
@@ -57,7 +57,7 @@ def test_fit_stopped_and_resumed_equals_fit_straight(tmp_path, stop):
     with pytest.raises(Interrupted):
         fit(first, regression(first, calls_first, stop_after=4, stop=stop), steps=10, lr=1e-2, warmup=2, seed=3,
             snapshots=Snapshots(path, every_s=1e9), evaluate=norm, eval_every=3)  # saved only because of the stop
-    checkpoint._stop.update(requested=False)
+    runstate._stop.update(requested=False)
     second, calls_second = tiny_gpt(), []
     resumed, resumed_curve = fit(second, regression(second, calls_second), steps=10, lr=1e-2, warmup=2, seed=3,
                                  snapshots=Snapshots(path, every_s=1e9), evaluate=norm, eval_every=3)
@@ -110,7 +110,7 @@ def test_ppo_train_stopped_and_resumed_equals_straight(tmp_path, stop):
     path = str(tmp_path / "ppo.partial.pt")
     with pytest.raises(Interrupted):
         train(stop_after_two, Snapshots(path, every_s=1e9))
-    checkpoint._stop.update(requested=False)
+    runstate._stop.update(requested=False)
     resumed, curve2, history2 = train(lambda *a: (seen.append(a[0]), blame_sevens(*a))[1], Snapshots(path, every_s=1e9))
     assert len(seen) == 5  # the warm-up and two updates, then the two that were left
     assert curve2 == curve and history2 == history

@@ -1,6 +1,6 @@
 """The K sweep: where credit assignment decides.
 
-    python text2grad.py sweep [--ks 1 2 4 8] [--seeds 5] [--out runs/sweep] [--resume]
+    python -m experiments.sweep [--ks 1 2 4 8] [--seeds 5] [--out runs/sweep] [--resume]
 
 K is the number of independent flaws per response (data/facts.py: an order note with K facts,
 each restated as a one-word choice the SFT policy gets wrong by habit). A scalar reward is the sum
@@ -28,15 +28,15 @@ import time
 
 import torch
 
-import cli
-import figures
-import report
-import stats
 import text2grad as t2g
-from checkpoint import Diverged, Interrupted, atomic_save
 from data import facts
-from reward import encode_splits, evaluate_reward_model, read_annotations
-from runstate import Progress, checked, fail, pick_device
+from data.annotations import read_annotations
+from experiments import figures, stats, terminal
+from experiments.report import render
+from experiments.summary import summarise_methods
+from reward import encode_splits, evaluate_reward_model
+from runstate import (Diverged, Interrupted, Progress, add_run_flags, atomic_save, check_run_flags, checked, fail,
+                      pick_device)
 from sft import evaluate, respond
 
 # Sizes. validation and test are per K; train mixes K. ppo: PPOConfig fields; updates: the PPO budget
@@ -44,18 +44,18 @@ from sft import evaluate, respond
 # threshold is located to the update. choose_by "mean": lambda is chosen by the mean of the first
 # seed's validation curve, which rewards getting there sooner (the final scores tie near the
 # ceiling). test_curve: each point also holds the test score, where the thresholds are read.
-PRESETS = {
+SWEEP_PRESETS = {
     "default": dict(train=4000, validation=100, test=100, vocab_size=512, sft_steps=1500, batch_size=32,
                     lr=3e-3, model=dict(n_layer=2, n_head=4, n_embd=96, block_size=384),
                     samples_per_prompt=2, reward_steps=1200, reward_lr=2e-3,
-                    ppo=dict(batch_size=32, minibatch_size=32, lr=2e-4, beta=0.1, length_limit=40),
+                    ppo=dict(batch_size=32, minibatch_size=32, lr=2e-4, beta=0.1, praise_fade_at=40),
                     updates={1: 12, 2: 16, 4: 20, 8: 24}, eval_every=1, lambdas=(0.5, 0.95), choose_by="mean",
                     test_curve=True),
     # the test suite's run: every stage in seconds; its numbers mean nothing
     "tiny": dict(train=64, validation=8, test=8, vocab_size=512, sft_steps=10, batch_size=16,
                  lr=3e-3, model=dict(n_layer=1, n_head=2, n_embd=32, block_size=384),
                  samples_per_prompt=1, reward_steps=4, reward_lr=2e-3,
-                 ppo=dict(batch_size=8, minibatch_size=8, lr=3e-5, length_limit=40),
+                 ppo=dict(batch_size=8, minibatch_size=8, lr=3e-5, praise_fade_at=40),
                  updates={1: 2, 2: 2, 4: 2, 8: 2}, eval_every=1, lambdas=(0.5, 0.95), choose_by="mean",
                  test_curve=True),
 }
@@ -135,6 +135,7 @@ def sweep_k(k, model, tokenizer, splits, reward_models, preset, seeds, compile, 
     k_preset = {**preset, "ppo": {**preset["ppo"], "updates": preset["updates"][k]}}
     methods, _, grid = t2g.ppo_stage(facts, model, tokenizer, splits, reward_models, sft, k_preset, seeds,
                                      compile, folder, progress)
+    methods = summarise_methods(methods)
     budget, every, steps = preset["updates"][k], preset["eval_every"], {}
     for name in t2g.METHODS:
         # the test curve of each seed's run at the chosen lambda: point (update, validation, test)
@@ -157,7 +158,7 @@ def sweep_k(k, model, tokenizer, splits, reward_models, preset, seeds, compile, 
 
 
 def run(args):
-    preset = PRESETS[args.preset]
+    preset = SWEEP_PRESETS[args.preset]
     device = pick_device(args.device)
     compile = args.compile
     os.makedirs(args.out, exist_ok=True)
@@ -235,37 +236,15 @@ def run(args):
     results["wall_time_s"] = sum(progress.time(s) for s in progress.done) + sum(
         r["time_s"] for r in results["per_k"].values())
     atomic_save(json.dumps(results, indent=2), path("results.json"))
-    report.write_report(args.out)
+    atomic_save(render([results]), path("report.html"))
     atomic_save(figures.thresholds_svg(results["per_k"], "0.9"), path("updates_to_90.svg"))  # the README's figure
-    print_sweep(results)
+    terminal.print_sweep(results)
     print(f"[sweep] total {results['wall_time_s']:.0f}s -> {path('results.json')}, {path('report.html')}")
     return results
 
 
-def print_sweep(results):
-    """The sweep's table: per K and method, test sites right, updates to each threshold, the ratios."""
-    print(f"\nK sweep (facts task): test {facts.PRIMARY} after the budget (mean over {len(results['seeds'])} seeds); "
-          f"updates to close 50% / 90% of the gap from SFT to 1 on the test curves (mean; * some seeds never got "
-          f"there); the sampled responses' length and KL to the SFT policy at the last update (mean)")
-    for k, r in results["per_k"].items():
-        print(f"  K={k}  SFT {r['sft']['test'][facts.PRIMARY]:.3f}  budget {r['updates']} updates")
-        for name in t2g.METHODS:
-            m, steps = r["methods"][name], r["thresholds"][name]
-            cells = "  ".join(f"{sum(s['per_seed']) / len(s['per_seed']):5.1f}{'*' if s['censored'] else ' '}"
-                              for s in steps.values())
-            print(f"    {name:15s} lambda {m['lambda']:<4}  test {m['score']:.3f} ± {m['ci95']:.3f}  updates {cells}  "
-                  f"last update: length {m['final_length']:4.1f} tokens, KL {m['final_kl']:5.1f}")
-        for q, pairs in r["ratios"].items():
-            print(f"    ratio at {float(q):.0%}: " + "; ".join(
-                f"{key} {v['ratio']:.2f} [bootstrap {v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}; t {v['ci95_t'][0]:.2f}, "
-                f"{v['ci95_t'][1]:.2f}]" for key, v in pairs.items()))
-    for k, per_q in results.get("growth", {}).items():
-        print(f"  K={k} over K=1, at 90%: " + "; ".join(
-            f"{key} {v['growth']:.2f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]" for key, v in per_q["0.9"].items()))
-
-
 def main(argv):
-    parser = argparse.ArgumentParser(prog="text2grad.py sweep", description=(
+    parser = argparse.ArgumentParser(prog="python -m experiments.sweep", description=(
         "The K sweep: K is the number of sites (one-word facts) per response, each of which the SFT policy gets "
         "wrong independently (data/facts.py). For each K, "
         "scalar PPO, Text2Grad, the critic's rewards summed on the last token and the critic's spans, from one "
@@ -276,14 +255,14 @@ def main(argv):
                              f"(default: all)")
     parser.add_argument("--seeds", type=int, default=5, help="PPO seeds per method and K (default 5; --resume "
                         "with more seeds adds runs)")
-    parser.add_argument("--preset", default="default", choices=sorted(PRESETS), help="run size")
+    parser.add_argument("--preset", default="default", choices=sorted(SWEEP_PRESETS), help="run size")
     parser.add_argument("--out", default="runs/sweep", help="output directory (default runs/sweep)")
-    cli.add_run_flags(parser)
+    add_run_flags(parser)
     args = parser.parse_args(argv)
     if any(k not in facts.KS for k in args.ks):
         fail(f"--ks: each K must be one of {list(facts.KS)} (the training split mixes those)")
     args.ks = sorted(set(args.ks))
-    cli.check_run_flags(args)
+    check_run_flags(args)
     try:
         return run(args)
     except OSError as error:
@@ -294,3 +273,7 @@ def main(argv):
         sys.exit(130)
     except Diverged as error:
         fail(f"training diverged: {error}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,49 @@
+"""A finished run's folder read back, for the studies that rerun part of it on its own models.
+
+    read_run(folder, device) -> Run: what progress.json says the run was (task, preset, seed), its
+    splits (rebuilt from the seed, as the run built them), the SFT policy, the tokenizer and the
+    reward models, each from the files the run wrote. A folder that lacks them ends the command
+    with one line.
+"""
+import json
+import os
+from dataclasses import dataclass
+
+from checkpoint import load_checkpoint
+from data import get_task
+from runstate import fail
+from text2grad import PRESETS, REWARD_MODELS, experiment_splits
+
+
+@dataclass
+class Run:
+    folder: str
+    task: object          # the data/ module of the run's task
+    preset: dict          # text2grad.PRESETS[the run's preset]
+    seed: int             # the run's --seed
+    splits: dict          # {"train", "validation", "test"}: lists of examples
+    policy: object        # the SFT policy (model.GPT)
+    tokenizer: object
+    reward_models: dict   # {name: reward.RewardModel} for each of text2grad.REWARD_MODELS
+
+
+def read_run(folder, device):
+    try:
+        with open(os.path.join(folder, "progress.json"), encoding="utf-8") as f:
+            identity = json.load(f)["identity"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        fail(f"{folder} holds no readable progress.json ({type(error).__name__}); run python text2grad.py first")
+    if not isinstance(identity, dict) or identity.get("preset") not in PRESETS or \
+            identity.get("task") not in ("summarize", "code", "qa"):
+        fail(f"{folder}/progress.json names no known task and preset; run python text2grad.py first")
+    needed = ["sft.pt"] + [f"reward_{name}.pt" for name in REWARD_MODELS]
+    missing = [name for name in needed if not os.path.exists(os.path.join(folder, name))]
+    if missing:
+        fail(f"{folder} has not finished its reward models ({', '.join(missing)} missing); run or --resume "
+             f"python text2grad.py first")
+    task, preset = get_task(identity["task"]), PRESETS[identity["preset"]]
+    splits, _ = experiment_splits(task, preset, identity["seed"])
+    policy, tokenizer, _ = load_checkpoint(os.path.join(folder, "sft.pt"), device)
+    reward_models = {name: load_checkpoint(os.path.join(folder, f"reward_{name}.pt"), device, tokenizer)[0]
+                     for name in REWARD_MODELS}
+    return Run(folder, task, preset, identity["seed"], splits, policy, tokenizer, reward_models)

@@ -1,0 +1,55 @@
+"""What a run's results.json says over seeds: the means with 95% intervals, the paired differences
+the experiment fixed in advance (text2grad.COMPARISONS), and how fast each method got there.
+
+The run (text2grad.py) records each seed's numbers; this file summarises them, and the report
+(report.py) and the terminal tables (terminal.py) read the summary:
+
+    summarise(results)          results.json -> the summary (a copy, with these keys added):
+        methods[name]           score, ci95: the test metric's mean over seeds and the half-width
+                                of its 95% interval; curve, curve_ci95: the same per point of the
+                                validation curve (in place of the per-seed curves)
+        paired["a - b"]         a - b seed by seed, its interval and verdict (stats.paired_difference)
+        reward_paired[metric]   cot - no_cot span F1 over the reward-model seeds (with 2 or more)
+        convergence             the first update at which each method's mean validation curve
+                                reaches scalar PPO's final validation score
+        credit_landing          credit_landing.json beside results.json, when the study has run
+"""
+import copy
+
+from experiments import stats
+from text2grad import COMPARISONS, METHODS, PRESETS
+
+
+def summarise_methods(methods):
+    """{name: a method's per-seed results} -> the same with score, ci95, curve and curve_ci95 (the mean
+    validation curve, point by point) in place of the per-seed curves."""
+    out = {}
+    for name, m in methods.items():
+        m = dict(m)
+        curves = m.pop("curves")
+        points = [[u, stats.mean_ci95([curve[k][1] for curve in curves])] for k, (u, *_) in enumerate(curves[0])]
+        m["score"], m["ci95"] = stats.mean_ci95(m["scores"])
+        m["curve"], m["curve_ci95"] = [[u, mean] for u, (mean, _) in points], [[u, half] for u, (_, half) in points]
+        out[name] = m
+    return out
+
+
+def summarise(results, credit_landing=None):
+    """The summary of one task's results.json (see the module docstring); credit_landing: the dict
+    credit_landing.json holds, or None."""
+    summary = copy.deepcopy(results)
+    methods = summary["methods"] = summarise_methods(results["methods"])
+    rm = results["reward_model"]
+    if len(rm["cot"]["seeds"]["positive_f1"]) > 1:  # the critique's worth, beyond seed-to-seed variation
+        summary["reward_paired"] = {metric: stats.paired_difference(rm["cot"]["seeds"][metric], rm["no_cot"]["seeds"][metric])
+                                    for metric in ("positive_f1", "negative_f1")}
+    summary["paired"] = {f"{a} - {b}": stats.paired_difference(methods[a]["scores"], methods[b]["scores"])
+                         for a, b in COMPARISONS}
+    # How fast each method gets to scalar PPO's final validation score: the first point of each mean
+    # curve at or above it (scalar PPO itself may get there before its last update).
+    level = methods["ppo_scalar"]["curve"][-1][1]
+    summary["convergence"] = {"level": level, "eval_every": PRESETS[results["preset"]]["eval_every"],
+                              "updates": {name: stats.updates_to_match(methods[name]["curve"], level) for name in METHODS}}
+    if credit_landing is not None:
+        summary["credit_landing"] = credit_landing
+    return summary
