@@ -7,7 +7,7 @@ logit. The compiled version is built with dynamic shapes and takes every coeffic
 so new batch sizes, response lengths or clip values never trigger a recompile (tests/test_ppo.py
 counts the graphs). Sizes 0 and 1 are the exception: inductor specialises on them. It is off by
 default (--compile turns it on): at vocabulary 1024 the loss path is a small share of a step (on 2
-CPU cores a compiled update took 0.90x the eager one's time, after 6 s of compiling; bench.py), and
+CPU cores a compiled update took 0.90x the eager one's time, after 6 s of compiling; experiments/bench.py), and
 inductor's CPU backend needs a working C++ compiler, which a first run should not depend on.
 """
 import torch

@@ -48,6 +48,7 @@ from model import fit, generate, left_pad
 IGNORE = -100          # target value the losses skip
 MAX_CRITIQUE_TOKENS = 96
 MAX_SKIPPED = 0.1      # the share of a split's records that may be skipped (a span not in the response)
+SHOWN = 6              # test prompts showcase() reads token by token (the first whose SFT response is blamed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,3 +319,25 @@ def evaluate_reward_model(model, tokenizer, records, items):
     if model.cot:
         result["critique_rougeL"] = sum(rouge_l(c, r["textual_feedback"]) for c, r in zip(critiques, records)) / len(records)
     return result, critiques, deltas
+
+
+def showcase(task, tokenizer, examples, samples, reward_model):
+    """The reward model's reading of a few test responses beside the critic's, token by token, for the
+    report to draw. samples: {method: its saved greedy test samples} (say "sft" and "text2grad"), one
+    per example in order. The first SHOWN prompts whose SFT response the critic blames (then any
+    others) get, per method: the response cut into tokens' text (tokenizer.pieces), the critic's
+    delta per token and critique, the reward model's."""
+    blamed = [i for i, s in enumerate(samples["sft"]) if s["poor_spans"]]
+    chosen = (blamed + [i for i in range(len(examples)) if i not in blamed])[:SHOWN]
+    entries = [{"prompt": examples[i].prompt, "reference": examples[i].reference} for i in chosen]
+    for name, rows in samples.items():
+        ids = [tokenizer.encode(rows[i]["response"]) for i in chosen]
+        critiques, deltas = reward_model.predict(tokenizer, [examples[i].prompt for i in chosen], ids)
+        for entry, i, r, critique, delta in zip(entries, chosen, ids, critiques, deltas):
+            row = rows[i]
+            entry[name] = {"response": row["response"], "pieces": tokenizer.pieces(r),
+                           "score": task.metrics(examples[i], row["response"])[task.PRIMARY],
+                           "critic": {"critique": row["textual_feedback"],
+                                      "delta": [int(d) for d in align(row["response"], tokenizer.offsets(r), row)[0]]},
+                           "reward_model": {"critique": critique, "delta": delta}}
+    return entries

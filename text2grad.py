@@ -33,7 +33,7 @@ from data import SPLITS, get_task, make_splits
 from data.annotations import annotate, read_annotations, read_jsonl
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig
-from reward import RewardModel, encode_splits, evaluate_reward_model, train_reward_model
+from reward import RewardModel, encode_splits, evaluate_reward_model, showcase, train_reward_model
 from runstate import (Diverged, Interrupted, Progress, add_run_flags, atomic_save, check_run_flags, checked,
                       fail, pick_device)
 from sft import (MAX_NEW_TOKENS, evaluate, flaw_rates, mean_metrics, primary_score, respond,
@@ -439,30 +439,6 @@ def run(args):
     atomic_save(json.dumps(results, indent=2), path("results.json"))
     print(f"[{task.NAME}] total {sum(results['wall_time_s'].values()):.0f}s -> {path('results.json')}")
     return results
-
-
-SHOWN = 6  # test prompts the report shows token by token (the first whose SFT response is blamed)
-
-
-def showcase(task, tokenizer, examples, samples, reward_model):
-    """Token-level views of a few test prompts, for the report to draw. samples: {method: its saved
-    greedy test samples} (say "sft" and "text2grad"), one per example in order. The first SHOWN
-    prompts whose SFT response the critic blames (then any others) get, per method: the response cut
-    into tokens' text (tokenizer.pieces), the critic's delta per token and critique, the reward model's."""
-    blamed = [i for i, s in enumerate(samples["sft"]) if s["poor_spans"]]
-    chosen = (blamed + [i for i in range(len(examples)) if i not in blamed])[:SHOWN]
-    entries = [{"prompt": examples[i].prompt, "reference": examples[i].reference} for i in chosen]
-    for name, rows in samples.items():
-        ids = [tokenizer.encode(rows[i]["response"]) for i in chosen]
-        critiques, deltas = reward_model.predict(tokenizer, [examples[i].prompt for i in chosen], ids)
-        for entry, i, r, critique, delta in zip(entries, chosen, ids, critiques, deltas):
-            row = rows[i]
-            entry[name] = {"response": row["response"], "pieces": tokenizer.pieces(r),
-                           "score": task.metrics(examples[i], row["response"])[task.PRIMARY],
-                           "critic": {"critique": row["textual_feedback"],
-                                      "delta": [int(d) for d in align(row["response"], tokenizer.offsets(r), row)[0]]},
-                           "reward_model": {"critique": critique, "delta": delta}}
-    return entries
 
 
 # ---------------------------------------------------------------------------------------------

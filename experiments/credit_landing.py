@@ -23,8 +23,7 @@ import torch
 import ppo
 from align import align
 from experiments import stats
-from experiments.report import read_json
-from experiments.run_folder import read_run
+from experiments.run_folder import read_json, read_run
 from model import generate
 from runstate import atomic_save, fail, pick_device
 from sft import MAX_NEW_TOKENS, response_ids

@@ -37,6 +37,7 @@ from html import escape
 from data import get_task
 from experiments import stats, terminal
 from experiments.figures import COLOURS, LABELS, colour, curves_svg, sft_curve_series, thresholds_svg
+from experiments.run_folder import read_json
 from experiments.summary import summarise
 from runstate import atomic_save, fail
 
@@ -416,15 +417,6 @@ def find_results(folder):
         out.append((os.path.dirname(path), results))
     order = ["summarize", "code", "qa"]
     return sorted(out, key=lambda r: order.index(r[1]["task"]) if r[1]["task"] in order else len(order))
-
-
-def read_json(path):
-    """The JSON in path; ValueError (one line) when it is not JSON."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path} is not valid JSON ({error}); run the experiment again") from None
 
 
 def summarised(folder, results):

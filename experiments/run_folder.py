@@ -1,9 +1,10 @@
-"""A finished run's folder read back, for the studies that rerun part of it on its own models.
+"""A finished run's folder read back, for the studies that summarise it or rerun part of it.
 
     read_run(folder, device) -> Run: what progress.json says the run was (task, preset, seed), its
     splits (rebuilt from the seed, as the run built them), the SFT policy, the tokenizer and the
     reward models, each from the files the run wrote. A folder that lacks them ends the command
     with one line.
+    read_json(path) -> the JSON in a file the run wrote; ValueError (one line) when it is not JSON.
 """
 import json
 import os
@@ -47,3 +48,12 @@ def read_run(folder, device):
     reward_models = {name: load_checkpoint(os.path.join(folder, f"reward_{name}.pt"), device, tokenizer)[0]
                      for name in REWARD_MODELS}
     return Run(folder, task, preset, identity["seed"], splits, policy, tokenizer, reward_models)
+
+
+def read_json(path):
+    """The JSON in path; ValueError (one line) when it is not JSON."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path} is not valid JSON ({error}); run the experiment again") from None
