@@ -1,4 +1,4 @@
-"""bench.py compares three forms of the loss path: they must compute the same numbers."""
+"""experiments/bench.py compares three forms of the loss path: they must compute the same numbers."""
 import torch
 
 from experiments import bench
@@ -18,7 +18,7 @@ def test_inputs_have_the_documented_padding():
     assert padding.min() >= 0.1 - 1e-6 and padding.max() <= 0.5 + 1e-6
 
 
-def test_one_ppo_update_of_each_method_runs_and_is_timed(tmp_path, monkeypatch):
+def test_smoke_one_ppo_update_of_each_method_runs_and_is_timed(tmp_path, monkeypatch):
     """A smoke test: the PPO-update benchmark calls text2grad's reward functions and ppo's update as
     they are now (it once broke silently when they changed). Its numbers are timings; nothing here
     can check them against an independent value but their signs."""

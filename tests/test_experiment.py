@@ -9,7 +9,7 @@ import reward
 import text2grad
 from data import get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
-from experiments import credit_landing, stats
+from experiments import credit_landing
 
 
 @pytest.fixture(scope="module")
@@ -76,12 +76,6 @@ def test_scalar_reward_sits_on_the_eos(setup):
         expected = len(tokenizer.encode(examples[i].prompt)) + 1000 * n  # the right prompt, the response's own ids
         assert tokens[row, n] == tokenizer.eos_id
         assert scores[row, n].item() == expected and scores[row].abs().sum().item() == expected
-
-
-def test_updates_to_match():
-    curve = [[0, 0.5], [3, 0.7], [6, 0.9], [9, 0.85]]
-    assert stats.updates_to_match(curve, 0.9) == 6
-    assert stats.updates_to_match(curve, 0.95) is None
 
 
 class FixedSpans:

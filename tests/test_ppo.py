@@ -132,7 +132,7 @@ def test_token_rewards_kl_and_missing_eos():
     assert rewards[1].tolist() == pytest.approx([-0.05, -1.05, -0.05, 0, 0, 0])
 
 
-def test_dense_scores_fade_praise_past_the_praise_fade_at_never_blame():
+def test_dense_scores_fade_praise_past_praise_fade_at_never_blame():
     mask = ragged_mask([12, 12], 12)
     scores = ppo.dense_scores([[1] * 12, [-1] * 12], mask, praise_fade_at=4)
     for t in range(12):
@@ -140,14 +140,18 @@ def test_dense_scores_fade_praise_past_the_praise_fade_at_never_blame():
     assert (scores[1] == -1).all()
 
 
-def test_length_guard_stops_farming_praise_by_rambling():
-    # Repeating a praised phrase past the limit earns (almost) nothing more, while each repeated
-    # blamed token still costs a full -1.
+def test_length_guard_fades_praise_only_past_praise_fade_at():
+    # What twelve more praised tokens earn depends on where they stand: past the fade almost nothing,
+    # early in a response nearly a full +1 each (the guard does not stop praise farming in short
+    # responses). Twelve more blamed tokens cost a full -1 each wherever they stand.
     def total(n, value):
         return ppo.dense_scores([[value] * n], ragged_mask([n], 64), praise_fade_at=40).sum().item()
 
-    # twelve more praised tokens past position 52: sum_t sigmoid((40 - t) / 4), t = 52..63, about 0.21
-    assert total(64, +1) - total(52, +1) < 0.25
+    def by_hand(first, last):  # sum_t 1 / (1 + exp(-(40 - t) / 4)) for t = first..last
+        return sum(1 / (1 + math.exp(-(40 - t) / 4)) for t in range(first, last + 1))
+
+    assert total(64, +1) - total(52, +1) == pytest.approx(by_hand(52, 63), abs=1e-4)  # about 0.21
+    assert total(20, +1) - total(8, +1) == pytest.approx(by_hand(8, 19), abs=1e-4)    # about 11.9
     assert total(64, -1) - total(52, -1) == pytest.approx(-12.0)
 
 
