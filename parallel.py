@@ -13,7 +13,7 @@ the one process it always was. Under torchrun:
       ratio check, the adaptive KL coefficient) are averaged over ranks too;
     - rank 0 alone writes files, prints and shows progress bars; the others wait for each file
       before going on, so that all of them read the same files;
-    - evaluation, annotation and credit landing are not split: each rank computes the same thing.
+    - evaluation and annotation are not split: each rank computes the same thing.
 
 A rank's loss is a mean over its own tokens, and DDP averages those means: with an equal number of
 tokens per rank this is exactly the step one process would take on the combined batch (the test

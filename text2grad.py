@@ -447,7 +447,7 @@ def run(args):
 def main(argv=None):
     """python text2grad.py [flags]: parse the flags, run each task, end bad input with one line."""
     parser = argparse.ArgumentParser(prog="text2grad.py", description="Text2Grad against scalar PPO on a toy task, end to end.",
-                                     epilog="Then python -m experiments.report --out DIR prints the tables (95%% intervals, "
+                                     epilog="Then python -m experiments.report --out DIR prints the tables (95% intervals, "
                                             "paired differences) and writes DIR/report.html. The studies of the method, "
                                             "each a command: python -m experiments.sweep (K flaws per response), "
                                             "experiments.credit_landing, experiments.value_heads, experiments.figures, "

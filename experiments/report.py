@@ -460,7 +460,7 @@ def main(argv=None):
     """python -m experiments.report --out DIR: summarise DIR's results.json, print it, draw report.html."""
     parser = argparse.ArgumentParser(prog="python -m experiments.report", description=(
         "Summarise a finished run (DIR/results.json, or each DIR/*/results.json for a --task all run): "
-        "summary.json (means and 95%% intervals over seeds, paired differences, convergence, credit landing "
+        "summary.json (means and 95% intervals over seeds, paired differences, convergence, credit landing "
         "when python -m experiments.credit_landing has run), the tables in the terminal, and report.html. "
         "No training."))
     parser.add_argument("--out", default="runs", help="the run's output directory (default: runs)")
