@@ -5,6 +5,14 @@ positions, output projection tied to the token embedding. forward() returns the 
 the logits of every position, because PPO and the reward model read every position, not only the
 last one.
 
+One addition to nanoGPT's block: a canon layer before each attention (Allen-Zhu, "Physics of
+Language Models: Part 4.1", 2025), a causal convolution over the last few positions, channel by
+channel, added to the attention's input. It lets the token "Rome" in "Lena lives in Rome" carry
+"Lena" before any attention has learned to fetch it, so that a question about Lena can find Rome
+in one attention step. Without it, this GPT answers qa's look-ups at chance after any SFT a CPU
+affords (RESULTS.md, the look-up study); a random start of the weights matters as much as the
+layer itself (std 0.5: a zero start leaves the plateau in place).
+
 Padding: a batch may be left-padded (generation, PPO) or right-padded (SFT). With an
 attention_mask, positions are counted over real tokens only and padded keys are never attended to,
 so a sequence gets the same numbers whatever its padding (tests/test_model.py checks this).
@@ -36,17 +44,49 @@ class GPTConfig:
     n_layer: int = 4        # transformer blocks
     n_head: int = 4         # attention heads per block
     n_embd: int = 128       # width of the residual stream; must divide by n_head
+    canon: int = 10         # positions each canon layer mixes (the current one and canon - 1 before it);
+                            # 0: no canon layers (nanoGPT's block)
 
 
 class KVCache:
     """Keys and values of every layer for the tokens seen so far, so that each new token costs one
-    position of compute instead of re-running the whole sequence."""
+    position of compute instead of re-running the whole sequence; and each canon layer's last
+    canon - 1 inputs, which its next position mixes in."""
 
     def __init__(self, config, batch_size, max_len, device, dtype=torch.float32):
         shape = (config.n_layer, batch_size, config.n_head, max_len, config.n_embd // config.n_head)
         self.k = torch.zeros(shape, device=device, dtype=dtype)
         self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.canon = torch.zeros(config.n_layer, batch_size, max(0, config.canon - 1), config.n_embd,
+                                 device=device, dtype=dtype)  # zeros: what comes before the first token
         self.length = 0  # positions filled
+
+
+class Canon(nn.Module):
+    """h_t + sum_{o = 0}^{k-1} w_o * h_{t-o}, each channel with its own k weights: a causal depthwise
+    convolution, added to its input. h before the first token (and at padded positions) counts as 0."""
+
+    def __init__(self, n_embd, k):
+        super().__init__()
+        self.k = k
+        # conv1d's layout (C, 1, k): weight[c, 0, k - 1 - o] multiplies h_{t-o}. A random start, not a
+        # zero one: from zero the mixing gets almost no gradient while attention is still uniform.
+        self.weight = nn.Parameter(torch.randn(n_embd, 1, k) * 0.5)
+
+    def forward(self, h, token_mask=None, cache=None, layer=None):
+        """h (B, T, C); token_mask (B, T, 1), 1 for real tokens, or None; cache: a KVCache holding the
+        inputs before these T positions (and updated with them), or None. -> (B, T, C)"""
+        if token_mask is not None:
+            h = h * token_mask
+        if cache is None:
+            before = h.new_zeros(h.shape[0], self.k - 1, h.shape[2])
+        else:
+            before = cache.canon[layer]
+        window = torch.cat([before, h], dim=1)  # (B, k - 1 + T, C)
+        if cache is not None:
+            cache.canon[layer] = window[:, window.shape[1] - (self.k - 1):]
+        mixed = F.conv1d(window.transpose(1, 2), self.weight.to(h.dtype), groups=h.shape[2])  # (B, C, T)
+        return h + mixed.transpose(1, 2)
 
 
 class CausalSelfAttention(nn.Module):
@@ -76,13 +116,17 @@ class Block(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.ln_1 = nn.LayerNorm(config.n_embd)
+        self.canon = Canon(config.n_embd, config.canon) if config.canon else None
         self.attn = CausalSelfAttention(config)
         self.ln_2 = nn.LayerNorm(config.n_embd)
         self.mlp = nn.Sequential(nn.Linear(config.n_embd, 4 * config.n_embd), nn.GELU(),
                                  nn.Linear(4 * config.n_embd, config.n_embd))
 
-    def forward(self, x, mask, cache, layer):
-        x = x + self.attn(self.ln_1(x), mask, cache, layer)
+    def forward(self, x, mask, cache, layer, token_mask=None):
+        h = self.ln_1(x)
+        if self.canon is not None:
+            h = self.canon(h, token_mask, cache, layer)
+        x = x + self.attn(h, mask, cache, layer)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -135,6 +179,7 @@ class GPT(nn.Module):
         past = cache.length if cache is not None else 0
         if past + T > self.config.block_size:
             raise ValueError(f"sequence of {past + T} tokens is longer than block_size {self.config.block_size}")
+        token_mask = None
         if attention_mask is None and past == 0:
             positions, mask = torch.arange(T, device=idx.device).expand(B, T), None  # plain causal
         else:
@@ -147,10 +192,11 @@ class GPT(nn.Module):
             # (B, 1, T, S): causal and real keys only; a query may always see itself, so the rows
             # of padding positions are never empty (an empty row would make softmax NaN).
             mask = ((key <= query) & attention_mask.bool()[:, None, None, :]) | (key == query)
+            token_mask = attention_mask[:, past:, None].float()  # (B, T, 1): padding feeds no canon layer
         with self.autocast(idx.device):
             x = self.wte(idx) + self.wpe(positions)  # (B, T, C)
             for layer, block in enumerate(self.blocks):
-                x = block(x, mask, cache, layer)
+                x = block(x, mask, cache, layer, token_mask)
             if cache is not None:
                 cache.length += T
             return self.ln_f(x)  # float32: autocast runs LayerNorm in float32

@@ -4,6 +4,15 @@ The first trained component of the data flow (text2grad.py runs it):
 
     <|bos|> prompt <|response|> demonstration <|eos|>   -> cross-entropy on the response tokens only
 
+Before it, the pretraining stage (text2grad.pretrain_stage) trains the same way on documents of the
+task's correct text, the way a base model reads text before it is fine-tuned: on qa, a passage and
+many questions about it, each followed by its answer,
+
+    <|bos|> passage Question: q1 <|response|> a1 <|eos|> Question: q2 <|response|> a2 <|eos|> ...
+
+with the loss on every answer (data.document). One sequence then teaches a dozen look-ups instead of
+one, and the SFT policy starts from a trunk that has them.
+
 evaluate() scores the policy's greedy responses with the task's metric (which no model touches) and
 asks the task's critic about them, so that the SFT tables and the PPO tables read the same way.
 """
@@ -21,42 +30,65 @@ MAX_NEW_TOKENS = 64  # longest response the policy may write; demonstrations fit
 # ---------------------------------------------------------------------------------------------
 # SFT: next-token cross-entropy on the demonstrations, response tokens only
 
-def sft_batch(tokenizer, examples, device):
-    """<|bos|> prompt <|response|> demonstration <|eos|>, right-padded.
-    Returns inputs (B, T), targets (B, T) and loss_mask (B, T): 1 where the target is a response
-    token or the EOS. The prompt is context only; the policy is never trained to write it."""
+def document_batch(tokenizer, documents, device, max_len=None):
+    """Documents, each a list of turns (text, answer), as right-padded rows
+
+        <|bos|> text_1 <|response|> answer_1 <|eos|> text_2 <|response|> answer_2 <|eos|> ...
+
+    A row keeps the turns that fit in max_len tokens (at least the first). Returns inputs (B, T),
+    targets (B, T) and loss_mask (B, T): 1 where the target is an answer token or an EOS. The texts
+    are context only; the model is never trained to write them."""
     rows = []
-    for e in examples:
-        prompt = tokenizer.prompt(e.prompt)
-        response = [*tokenizer.encode(e.demonstration), tokenizer.eos_id]
-        rows.append((prompt + response, len(prompt)))
+    for turns in documents:
+        row, answer_at = [tokenizer.bos_id], []
+        for text, answer in turns:
+            context = [*tokenizer.encode(text), tokenizer.response_id]
+            answer_ids = [*tokenizer.encode(answer), tokenizer.eos_id]
+            if answer_at and max_len is not None and len(row) + len(context) + len(answer_ids) > max_len:
+                break
+            row += context
+            answer_at.append((len(row), len(row) + len(answer_ids)))
+            row += answer_ids
+        rows.append((row, answer_at))
     T = max(len(r) for r, _ in rows) - 1
     inputs = torch.full((len(rows), T), tokenizer.pad_id, dtype=torch.long)
     targets = torch.full((len(rows), T), tokenizer.pad_id, dtype=torch.long)
     loss_mask = torch.zeros(len(rows), T)
-    for i, (row, n_prompt) in enumerate(rows):
+    for i, (row, answer_at) in enumerate(rows):
         inputs[i, :len(row) - 1] = torch.tensor(row[:-1])
         targets[i, :len(row) - 1] = torch.tensor(row[1:])
-        loss_mask[i, n_prompt - 1:len(row) - 1] = 1  # position n_prompt-1 predicts the first response token
+        for start, end in answer_at:
+            loss_mask[i, start - 1:end - 1] = 1  # position start-1 predicts the answer's first token
     return inputs.to(device), targets.to(device), loss_mask.to(device)
 
 
+def sft_batch(tokenizer, examples, device):
+    """<|bos|> prompt <|response|> demonstration <|eos|>, right-padded: document_batch with one turn
+    per example. Returns inputs (B, T), targets (B, T) and loss_mask (B, T): 1 where the target is a
+    response token or the EOS."""
+    return document_batch(tokenizer, [[(e.prompt, e.demonstration)] for e in examples], device)
+
+
 def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed, snapshots=None, evaluate=None,
-              eval_every=0):
+              eval_every=0, document=None, desc="sft"):
     """Next-token cross-entropy on the demonstrations (model.fit, 5% warm-up). Each batch is drawn at
     random from the whole pool, so from a pool of about steps * batch_size demonstrations each is
-    seen once on average (and none often enough to be memorised). Returns (the loss per step, the
-    curve of evaluate(model) every eval_every steps): see model.fit."""
+    seen once on average (and none often enough to be memorised). document(example, rng) -> turns:
+    what is read of each drawn example instead of its demonstration (the pretraining stage's
+    documents; data.document). Returns (the loss per step, the curve of evaluate(model) every
+    eval_every steps): see model.fit."""
     net = parallel.wrap(model)
+    document = document or (lambda e, rng: [(e.prompt, e.demonstration)])
 
     def batch_loss(step, rng):
-        inputs, targets, loss_mask = sft_batch(tokenizer, rng.sample(examples, batch_size), device)
+        documents = [document(e, rng) for e in rng.sample(examples, batch_size)]
+        inputs, targets, loss_mask = document_batch(tokenizer, documents, device, model.config.block_size)
         _, logits = net(inputs)                                                            # (B, T, V)
         nll = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none")  # (B*T,)
-        loss = (nll * loss_mask.flatten()).sum() / loss_mask.sum()  # mean over response tokens
+        loss = (nll * loss_mask.flatten()).sum() / loss_mask.sum()  # mean over answer tokens
         return loss, {"loss": loss.detach()}
 
-    return fit(model, batch_loss, steps, lr, warmup=max(1, steps // 20), desc="sft", seed=seed, snapshots=snapshots,
+    return fit(model, batch_loss, steps, lr, warmup=max(1, steps // 20), desc=desc, seed=seed, snapshots=snapshots,
                evaluate=evaluate, eval_every=eval_every)
 
 

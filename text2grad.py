@@ -29,7 +29,7 @@ import parallel
 import ppo
 from align import align
 from checkpoint import load_checkpoint, save_checkpoint
-from data import SPLITS, get_task, make_splits
+from data import SPLITS, document, get_task, make_splits
 from data.annotations import annotate, read_annotations, read_jsonl
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig
@@ -48,33 +48,34 @@ from sft import (MAX_NEW_TOKENS, evaluate, flaw_rates, mean_metrics, primary_sco
 #                   sft_steps * batch_size each is seen once on average (fresh data, nothing to
 #                   memorise; experiment_splits). "large" draws each about 4 times, to keep the
 #                   pool's generation and memory small
-#   sft_eval_every  steps between points of the SFT learning curve (greedy validation metrics)
+#   sft_eval_every  steps between points of the SFT (and pretraining) learning curve (greedy validation metrics)
+#   pretrain_steps  steps of the pretraining stage before SFT (pretrain_stage); 0 or absent: none
 #   ppo             PPOConfig fields; eval_every: updates between points of the PPO validation curve;
 #   lambdas         the GAE lambda grid each method chooses from on validation (ppo_stage)
 #   choose_by, test_curve  optional, set by the K sweep (experiments/sweep.py): choose lambda by the validation
 #                   curve's mean rather than its final point; score the test prompts at every point
 PRESETS = {
     "default": dict(train=4000, annotated=4000, demonstrations=38400, validation=200, test=200, vocab_size=1024,
-                    sft_steps=1200, batch_size=32, lr=2e-3, sft_eval_every=200,
+                    sft_steps=1200, batch_size=32, lr=2e-3, sft_eval_every=200, pretrain_steps=800,
                     model=dict(n_layer=4, n_head=4, n_embd=128),
                     samples_per_prompt=2, reward_steps=400, reward_lr=1e-3,
                     ppo=dict(updates=12, batch_size=64, minibatch_size=32, lr=5e-5), eval_every=3,
                     lambdas=(0.0, 0.5, 0.95)),
     "small": dict(train=1500, annotated=1500, demonstrations=12800, validation=100, test=100, vocab_size=512,
-                  sft_steps=400, batch_size=32, lr=3e-3, sft_eval_every=100,
+                  sft_steps=400, batch_size=32, lr=3e-3, sft_eval_every=100, pretrain_steps=200,
                   model=dict(n_layer=2, n_head=4, n_embd=96),
                   samples_per_prompt=1, reward_steps=200, reward_lr=2e-3,
                   ppo=dict(updates=8, batch_size=32, minibatch_size=32, lr=3e-5), eval_every=2,
                   lambdas=(0.0, 0.5, 0.95)),
     "large": dict(train=8000, annotated=16000, demonstrations=128000, validation=200, test=200, vocab_size=1024,
-                  sft_steps=8000, batch_size=64, lr=1e-3, sft_eval_every=500,
+                  sft_steps=8000, batch_size=64, lr=1e-3, sft_eval_every=500, pretrain_steps=2000,
                   model=dict(n_layer=8, n_head=8, n_embd=256),
                   samples_per_prompt=2, reward_steps=3000, reward_lr=5e-4,
                   ppo=dict(updates=24, batch_size=128, minibatch_size=64, lr=3e-5), eval_every=4,
                   lambdas=(0.0, 0.5, 0.95)),
     # the test suite's end-to-end run: every stage, seconds on a CPU; its numbers mean nothing
     "tiny": dict(train=64, annotated=64, demonstrations=320, validation=16, test=16, vocab_size=512,
-                 sft_steps=20, batch_size=16, lr=3e-3, sft_eval_every=10,
+                 sft_steps=20, batch_size=16, lr=3e-3, sft_eval_every=10, pretrain_steps=10,
                  model=dict(n_layer=1, n_head=2, n_embd=32, block_size=512),
                  samples_per_prompt=1, reward_steps=5, reward_lr=2e-3,
                  ppo=dict(updates=2, batch_size=8, minibatch_size=8, lr=3e-5), eval_every=1,
@@ -171,28 +172,48 @@ def tokenizer_stage(task, train, vocab_size, out, progress):
         fail(f"--resume: cannot read {path} ({type(error).__name__}); run without --resume")
 
 
-def sft_stage(task, demonstrations, validation, tokenizer, preset, device, seed, out, progress, name="sft"):
+def sft_stage(task, demonstrations, validation, tokenizer, preset, device, seed, out, progress, name="sft",
+              start_from=None, steps=None, document=None):
     """The SFT stage: a GPT of preset["model"] trained on the demonstrations, saved as out/{name}.pt
-    (or, once finished, loaded from it). With preset["sft_eval_every"], the task's metrics of greedy
-    validation responses every that many steps make the learning curve ("curve": [(step, metrics)]).
-    Returns the policy."""
+    (or, once finished, loaded from it). It starts from start_from (a .pt file: the pretrained base)
+    or, when None, from random weights; steps defaults to preset["sft_steps"]; document: see
+    sft.train_sft (the pretraining stage's). With preset["sft_eval_every"], the task's metrics of
+    greedy validation responses every that many steps make the learning curve ("curve": [(step,
+    metrics)]). Returns the policy."""
     start, path = time.time(), os.path.join(out, f"{name}.pt")
     config = GPTConfig(vocab_size=tokenizer.vocab_size, **preset["model"])
+    steps = steps or preset["sft_steps"]
     if name not in progress:
         torch.manual_seed(seed)
-        model = GPT(config).to(device)
+        model = GPT(config).to(device) if start_from is None else load_checkpoint(start_from, device, tokenizer,
+                                                                                    config)[0]
         flawed = sum(bool(e.flaws) for e in demonstrations) / len(demonstrations)
         print(f"[{task.NAME}] {name}: {model.num_params() / 1e6:.2f}M parameters, {len(demonstrations)} "
-              f"demonstrations ({flawed:.0%} flawed), device {device}")
+              f"{'prompts' if document else 'demonstrations'} ({'references' if document else f'{flawed:.0%} flawed'})"
+              f", from {os.path.basename(start_from) if start_from else 'random weights'}, device {device}")
         snapshots = progress.snapshots(name)
-        losses, curve = train_sft(model, tokenizer, demonstrations, preset["sft_steps"], preset["batch_size"],
+        losses, curve = train_sft(model, tokenizer, demonstrations, steps, preset["batch_size"],
                                   preset["lr"], device, seed, snapshots,
                                   evaluate=lambda m: mean_metrics(task, m, tokenizer, validation, desc=None),
-                                  eval_every=preset.get("sft_eval_every", 0))
-        save_checkpoint(path, model, tokenizer, preset["sft_steps"])
+                                  eval_every=preset.get("sft_eval_every", 0), document=document, desc=name)
+        save_checkpoint(path, model, tokenizer, steps)
         snapshots.clear()
         progress.finish(name, {"final_loss": sum(losses[-50:]) / len(losses[-50:]), "curve": curve}, start)
     return load_checkpoint(path, device, tokenizer, config)[0]
+
+
+def pretrain_stage(task, examples, validation, tokenizer, preset, device, seed, out, progress):
+    """The pretraining stage, what every real Text2Grad trunk has before SFT: the same GPT trained
+    for preset["pretrain_steps"] on documents of the task's correct text (data.document: on qa a
+    passage with a dozen questions and their answers, loss on every answer), saved as out/base.pt,
+    from which the SFT policy (and so the reward models) start. Without it this GPT never learns
+    qa's look-up (RESULTS.md, the look-up study). Returns base.pt's path, or None when the preset
+    has no pretraining."""
+    if not preset.get("pretrain_steps"):
+        return None
+    sft_stage(task, examples, validation, tokenizer, preset, device, seed, out, progress, name="base",
+              steps=preset["pretrain_steps"], document=lambda e, rng: document(task, e, rng))
+    return os.path.join(out, "base.pt")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -370,8 +391,12 @@ def run(args):
     splits, demonstrations = experiment_splits(task, preset, args.seed)
     tokenizer = tokenizer_stage(task, splits["train"], preset["vocab_size"], args.out, progress)
     results.update(progress["data"])
+    base = pretrain_stage(task, demonstrations, splits["validation"], tokenizer, preset, device, args.seed, args.out,
+                          progress)
+    if base:
+        results["pretraining"] = progress["base"]
     model = sft_stage(task, demonstrations, splits["validation"], tokenizer, preset, device, args.seed, args.out,
-                      progress)
+                      progress, start_from=base)
     results["sft_training"] = progress["sft"]
 
     start = time.time()
@@ -384,7 +409,8 @@ def run(args):
     test = results["sft"]["test"]
     print(f"[{task.NAME}] SFT test {task.PRIMARY} {test[task.PRIMARY]:.3f} (demonstrations score "
           f"{results['demonstration_score']:.3f}); critic blames {test['criticised']:.0%} of responses, "
-          f"{test['unaligned_rate']:.1%} of its spans unaligned; SFT {progress.time('sft'):.0f}s")
+          f"{test['unaligned_rate']:.1%} of its spans unaligned; SFT {progress.time('sft'):.0f}s"
+          + (f" after pretraining {progress.time('base'):.0f}s" if base else ""))
 
     start = time.time()
     if given_annotations:
@@ -428,7 +454,7 @@ def run(args):
         progress.finish("showcase", {"showcase": showcase(task, tokenizer, splits["test"], saved,
                                                           reward_models["cot"])}, start)
     results.update(progress["showcase"])
-    stages = {"data": ["data"], "sft": ["sft"], "evaluate": ["evaluate"], "annotate": ["annotate"],
+    stages = {"data": ["data"], "pretrain": ["base"] if base else [], "sft": ["sft"], "evaluate": ["evaluate"], "annotate": ["annotate"],
               "reference_trunk": ["reference_trunk"] if "reference_trunk" in progress else [],
               "reward_models": [f"reward/{name}" + ("" if seed == args.seed else f"/{seed}")
                                 for name, (kind, _) in REWARD_MODELS.items()

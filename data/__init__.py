@@ -10,6 +10,8 @@ small interface:
     make_examples(n, seed) -> list[Example]         # seeded, deterministic
     metrics(example, response) -> dict[str, float]  # independent of any learned model
     critique(example, response) -> dict             # the programmatic annotator (see below)
+    follow_up(example, rng) -> Example              # optional (qa): another question on the same prompt's
+                                                    # passage, for the pretraining documents (document)
 
 critique() plays the paper's GPT-4o annotator and returns the paper's annotation shape:
     {"textual_feedback": str, "good_spans": [str], "poor_spans": [str]}
@@ -40,6 +42,20 @@ def get_task(name):
     if name not in tasks:
         raise ValueError(f"unknown task {name!r}; choose one of {', '.join(tasks)}")
     return tasks[name]
+
+
+def document(task, example, rng, turns=12):
+    """What the pretraining stage reads of one training example: turns [(text, answer)] of correct
+    text only, the example's prompt and reference first. A task with follow_up (qa) adds up to
+    turns - 1 more questions on the same passage, each text the question alone (the passage is
+    already in the context): many look-ups supervised per sequence instead of one."""
+    doc = [(example.prompt, example.reference)]
+    if hasattr(task, "follow_up"):
+        passage = example.prompt[:example.prompt.rindex(" Question: ")]
+        for _ in range(turns - 1):
+            other = task.follow_up(example, rng)
+            doc.append((other.prompt[len(passage):], other.reference))
+    return doc
 
 
 def make_splits(task, sizes, seed=0):

@@ -160,6 +160,16 @@ def _demonstrate(facts, rng):
     return text, flaws
 
 
+def _example(people, item, rng):
+    """A random question on the passage of people and item, with the demonstration's flaws drawn."""
+    kind = rng.choice(QUESTION_KINDS)
+    asked = rng.sample(people, 2 if kind == "together" else 1)
+    facts = {"kind": kind, "item": item, "people": people, "asked": [p["name"] for p in asked]}
+    prompt = f"{_passage(people, item)} Question: {_question(facts)}"
+    demonstration, flaws = _demonstrate(facts, rng)
+    return Example(prompt, _reference(facts), demonstration, flaws, facts)
+
+
 def make_examples(n, seed):
     rng = random.Random(seed)
     examples = []
@@ -168,13 +178,14 @@ def make_examples(n, seed):
         people = [{"name": name, "city": city, "job": job, "count": count} for name, city, job, count in zip(
             rng.sample(FEMALE + MALE, size), rng.sample(CITIES, size), rng.sample(JOBS, size),
             rng.sample(range(1, 10), size))]  # all distinct, so a wrong entity is always visibly wrong
-        item, kind = rng.choice(ITEMS), rng.choice(QUESTION_KINDS)
-        asked = rng.sample(people, 2 if kind == "together" else 1)
-        facts = {"kind": kind, "item": item, "people": people, "asked": [p["name"] for p in asked]}
-        prompt = f"{_passage(people, item)} Question: {_question(facts)}"
-        demonstration, flaws = _demonstrate(facts, rng)
-        examples.append(Example(prompt, _reference(facts), demonstration, flaws, facts))
+        examples.append(_example(people, rng.choice(ITEMS), rng))
     return examples
+
+
+def follow_up(example, rng):
+    """Another question (of any kind) on example's passage: an Example whose prompt is the same
+    passage with a new question. The pretraining documents (data.document) read its reference."""
+    return _example(example.facts["people"], example.facts["item"], rng)
 
 
 def metrics(example, response):

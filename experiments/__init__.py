@@ -5,6 +5,7 @@ level imports them. Each is a command, run from the repository's root:
     python -m experiments.credit_landing   where one PPO update moves log pi, on a finished run
     python -m experiments.sweep            the K sweep: K independent flaws per response
     python -m experiments.value_heads      the value head under the authors' settings and ours
+    python -m experiments.lookup           what makes qa's look-up learnable: canon layers, pretraining
     python -m experiments.figures          the README's figures from the runs' results
     python -m experiments.bench            the loss path, generation and one update, timed
 

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from model import GPT, GPTConfig, KVCache, generate, left_pad, token_logprobs
+from model import GPT, Canon, GPTConfig, KVCache, generate, left_pad, token_logprobs
 
 PAD, EOS = 0, 2
 
@@ -21,6 +21,28 @@ def test_kv_cache_logits_equal_full_recompute(model):
     for t in range(7, 20):                                   # then one token at a time
         chunks.append(model(idx[:, t:t + 1], cache=cache)[1])
     torch.testing.assert_close(torch.cat(chunks, 1), full, atol=1e-5, rtol=0)
+
+
+def test_canon_layer_is_a_causal_mix_of_the_last_k_positions_per_channel():
+    # out[b, t, c] = h[b, t, c] + sum_{o < k} w[c, o] h[b, t - o, c], h before the first token = 0,
+    # with w[c, o] stored at weight[c, 0, k - 1 - o]: a naive loop in float64
+    torch.manual_seed(1)
+    canon = Canon(n_embd=3, k=4)
+    h = torch.randn(2, 6, 3)
+    out = canon(h).double()
+    w, hd = canon.weight.detach().double(), h.double()
+    expected = hd.clone()
+    for b in range(2):
+        for t in range(6):
+            for c in range(3):
+                expected[b, t, c] += sum(w[c, 0, 3 - o] * hd[b, t - o, c] for o in range(4) if t - o >= 0)
+    torch.testing.assert_close(out, expected, atol=1e-6, rtol=0)
+    # a padded position (token_mask 0) feeds nothing: its input is taken as 0
+    mask = torch.ones(2, 6, 1)
+    mask[0, 2] = 0
+    h0 = h.clone()
+    h0[0, 2] = 0
+    torch.testing.assert_close(canon(h, token_mask=mask)[0, 3:], canon(h0)[0, 3:])
 
 
 def test_padded_batch_matches_unpadded_runs(model):

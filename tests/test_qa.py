@@ -1,9 +1,11 @@
 """The question-answering task: determinism, references, flaw rates, and the critic on hand-made answers."""
+import random
 import re
 
 import pytest
 
-from data import Example, make_splits, qa
+from data import Example, document, make_splits, qa
+from data.tokenizer import Tokenizer, training_texts
 
 PEOPLE = [{"name": "Lena", "city": "Rome", "job": "baker", "count": 3},
           {"name": "Omar", "city": "Oslo", "job": "pilot", "count": 4}]
@@ -200,3 +202,32 @@ def test_splits_share_no_prompt():
 ])
 def test_right_answer_is_the_reference_opening_the_response(example, response, right):
     assert qa.metrics(example, response)["right_answer"] == right
+
+
+def test_pretraining_documents_answer_every_question_right():
+    # data.document: the example's own question and reference, then follow-ups on the same passage;
+    # every answer in them judged right by the task's own metric and critic
+    kinds = set()
+    for k, example in enumerate(qa.make_examples(200, seed=3)):
+        turns = document(qa, example, random.Random(k))
+        replay = random.Random(k)  # the same draws, as whole Examples with their facts
+        asked = [example] + [qa.follow_up(example, replay) for _ in range(11)]
+        passage = example.prompt[:example.prompt.index(" Question: ")]
+        assert turns[0] == (example.prompt, example.reference) and len(turns) == 12
+        for (text, answer), e in zip(turns, asked):
+            assert e.facts["people"] == example.facts["people"] and e.facts["item"] == example.facts["item"]
+            assert e.prompt == (text if e is example else passage + text) and answer == e.reference
+            assert qa.metrics(e, answer)["right_answer"] == 1.0 and qa.critique(e, answer)["poor_spans"] == []
+            kinds.add(e.facts["kind"])
+    assert kinds == set(qa.QUESTION_KINDS)
+
+
+def test_a_follow_up_turn_is_tokenised_as_in_a_whole_prompt():
+    # the property the pretraining documents rely on: the passage and " Question: ..." encoded apart
+    # give the same ids as the whole prompt encoded at once (byte-level BPE, no prefix space, pieces
+    # split at the space before a word), so a follow-up question looks as it will in the SFT prompt
+    examples = qa.make_examples(300, seed=5)
+    tokenizer = Tokenizer.train(training_texts(qa, examples), vocab_size=1024)
+    for e in examples:
+        passage, question = e.prompt.split(" Question: ")
+        assert tokenizer.encode(e.prompt) == tokenizer.encode(passage) + tokenizer.encode(" Question: " + question)

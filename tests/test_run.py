@@ -54,6 +54,9 @@ def test_sft_curve(run_all):
         assert [step for step, _ in curve] == [10, 20]
         assert curve[-1][1] == {k: v for k, v in results["sft"]["validation"].items() if k in curve[-1][1]}
         assert (run_all / task / "sft_curve.svg").read_text().startswith("<svg")
+        # tiny: 10 pretraining steps, then SFT starts from the saved base model
+        assert [step for step, _ in results["pretraining"]["curve"]] == [10]
+        assert (run_all / task / "base.pt").exists() and results["wall_time_s"]["pretrain"] > 0
 
 
 def test_reward_model_seeds(run_all, tmp_path):
@@ -137,8 +140,8 @@ def test_two_runs_with_one_seed_agree(run_all, tmp_path):
 
 @pytest.mark.slow
 def test_killed_and_resumed_run_gives_the_same_numbers(run_all, tmp_path):
-    # SIGKILL in the middle of SFT, of a reward model and of a PPO run, resuming each time
-    for snapshot in ("sft.partial.pt", "reward_cot.partial.pt", "ppo_text2grad_lambda0.95_0.partial.pt"):
+    # SIGKILL in the middle of pretraining, SFT, a reward model and a PPO run, resuming each time
+    for snapshot in ("base.partial.pt", "sft.partial.pt", "reward_cot.partial.pt", "ppo_text2grad_lambda0.95_0.partial.pt"):
         code, _ = stop_when(tmp_path, snapshot, signal.SIGKILL)
         assert code == -signal.SIGKILL, f"the run ended before {snapshot} appeared"
         assert not (tmp_path / "summarize" / "results.json").exists()

@@ -30,6 +30,28 @@ def test_sft_batch_masks_prompt_and_padding(tokenizer):
         assert loss_mask[i, len(prompt) + len(response) - 1:].sum() == 0
 
 
+def test_document_batch_supervises_every_answer_and_drops_turns_that_do_not_fit(tokenizer):
+    turns = [("question 1", "answer 1 yes"), ("question 2", "answer 2 no"), ("question 3", "answer 0 yes")]
+    enc = tokenizer.encode
+    # the sequence, written out by hand: <bos> text <response> answer <eos>, turn after turn
+    row = [tokenizer.bos_id]
+    answers = []
+    for text, answer in turns:
+        row += enc(text) + [tokenizer.response_id]
+        answers.append(enc(answer) + [tokenizer.eos_id])
+        row += answers[-1]
+    inputs, targets, loss_mask = sft.document_batch(tokenizer, [turns, turns[:1]], "cpu")
+    assert inputs[0].tolist() == row[:-1] and targets[0].tolist() == row[1:]
+    assert targets[0][loss_mask[0].bool()].tolist() == sum(answers, [])  # every answer and its EOS, nothing else
+    assert targets[1][loss_mask[1].bool()].tolist() == answers[0]
+    # a row keeps the whole turns that fit: two turns end at 2 * len(row) / 3 tokens here
+    two = 1 + sum(len(enc(t)) + 1 + len(a) for (t, _), a in zip(turns[:2], answers[:2]))
+    inputs, targets, loss_mask = sft.document_batch(tokenizer, [turns], "cpu", max_len=two)
+    assert inputs.shape[1] == two - 1 and targets[0][loss_mask[0].bool()].tolist() == answers[0] + answers[1]
+    # the first turn is kept whatever its length (the model raises if it exceeds block_size)
+    assert sft.document_batch(tokenizer, [turns], "cpu", max_len=3)[2].sum() == len(answers[0])
+
+
 def test_checkpoint_round_trip(tmp_path, tokenizer):
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=16))
