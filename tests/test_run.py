@@ -14,7 +14,7 @@ import time
 import pytest
 
 import text2grad
-from experiments import credit_landing, report, value_heads
+from experiments import credit_landing, critique_check, report, value_heads
 from test_report import Page
 
 TASKS = ("summarize", "code", "qa")
@@ -181,3 +181,23 @@ def test_value_command_compares_the_settings_on_a_finished_run(run_all, tmp_path
     for key, entry in results.items():
         assert len(entry["explained_variance"]) == len(entry["explained_variance_mc"]) == updates
         assert bool(entry["warmup"]) == key.startswith("own head, warm-up")  # only that setting warms up
+
+
+def test_critique_check_sorts_every_validation_record(run_all, tmp_path):
+    # every critique of the critic opens with the fact it judges by: critique_check reads it back
+    from data import codegen, qa
+    examples = {"code": codegen.make_examples(40, seed=1), "qa": qa.make_examples(40, seed=1)}
+    for task, module in (("code", codegen), ("qa", qa)):
+        for example in examples[task]:
+            feedback = module.critique(example, example.demonstration)["textual_feedback"]
+            assert critique_check.stated(task, feedback) is not None, feedback
+    assert critique_check.stated("code", "The spec means `x + 1`. Fails.") == "x + 1"
+    assert critique_check.stated("qa", "According to the passage, Omar lives in Oslo. The answer agrees.") == "Omar lives in Oslo"
+    assert critique_check.stated("qa", "The answer says so.") is None
+    for task in ("code", "qa"):
+        shutil.copytree(run_all / task, tmp_path / task)
+        critique_check.main(["--out", str(tmp_path / task), "--device", "cpu"])
+        result = json.loads((tmp_path / task / "critique_check.json").read_text())
+        kept = len((run_all / task / "annotations_validation.jsonl").read_text().splitlines())
+        groups = [result[g]["records"] for g in ("fact right", "fact wrong") if g in result]
+        assert result["all"]["records"] == sum(groups) <= kept and result["all"]["records"] > 0
