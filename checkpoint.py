@@ -34,6 +34,7 @@ def load_checkpoint(path, device="cpu", tokenizer=None, config=None):
         fail(f"{path} is missing; start the run again without --resume")
     except Exception as error:  # a truncated or foreign file: pickle, zip and torch raise many kinds
         fail(f"{path} is not a checkpoint this code wrote ({type(error).__name__}); start again without --resume")
+    ckpt["config"].setdefault("canon", 0)  # written before the canon layers: the plain block
     if config is not None and ckpt["config"] != asdict(config):
         diff = ", ".join(f"{k} {ckpt['config'].get(k)} (expected {v})" for k, v in asdict(config).items()
                          if ckpt["config"].get(k) != v)

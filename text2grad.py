@@ -39,7 +39,7 @@ from runstate import (Diverged, Interrupted, Progress, add_run_flags, atomic_sav
 from sft import (MAX_NEW_TOKENS, evaluate, flaw_rates, mean_metrics, primary_score, respond,
                  response_ids, train_sft)
 
-# Sizes a run may pick with --preset. "small" is a first look: 2.5 minutes on 2 CPU cores; "large"
+# Sizes a run may pick with --preset. "small" is a first look: 3 minutes on 2 CPU cores; "large"
 # is the one-GPU setting (hours on a CPU).
 #   train           PPO's training prompts
 #   annotated       training prompts whose sampled responses (samples_per_prompt each) the critic
@@ -96,7 +96,7 @@ REWARD_MODELS = {"cot": ("span", True), "no_cot": ("span", False), "scalar": ("s
 #   the critic itself    oracle                     oracle_scalar
 # Across a row only the placement changes; down a column only the judge. The paper's ablation
 # without the critique ("no_cot") is compared as a reward model (span F1), not through PPO: one more
-# method would push the default run past 10 minutes. Add ("no_cot", "every") here to run it.
+# method would add about a quarter to the PPO stage. Add ("no_cot", "every") here to run it.
 METHODS = {"ppo_scalar": ("scalar", "last"), "text2grad": ("cot", "every"), "oracle_scalar": ("critic", "last"),
            "oracle": ("critic", "every")}
 # The paired differences the verdicts read, fixed before any run: (a, b) -> a - b per seed. Across
@@ -430,7 +430,7 @@ def run(args):
     if args.reward_start == "references":  # a trunk that never saw the demonstrators' habits
         references = [replace(e, demonstration=e.reference, flaws=[]) for e in demonstrations]
         trunk = sft_stage(task, references, splits["validation"], tokenizer, preset, device, args.seed, args.out,
-                          progress, name="reference_trunk")
+                          progress, name="reference_trunk", start_from=base)
         results["reference_trunk"] = progress["reference_trunk"]
     reward_seeds = [args.seed + k for k in range(args.reward_seeds)]
     results["reward_model"], reward_models = reward_stage(trunk, tokenizer, records, encoded, preset, device,
@@ -476,13 +476,13 @@ def main(argv=None):
                                      epilog="Then python -m experiments.report --out DIR prints the tables (95% intervals, "
                                             "paired differences) and writes DIR/report.html. The studies of the method, "
                                             "each a command: python -m experiments.sweep (K flaws per response), "
-                                            "experiments.credit_landing, experiments.value_heads, experiments.figures, "
-                                            "experiments.bench.")
+                                            "experiments.credit_landing, experiments.value_heads, experiments.lookup, "
+                                            "experiments.critique_check, experiments.figures, experiments.bench.")
     parser.add_argument("--task", default="summarize", choices=["summarize", "code", "qa", "all"],
                         help="toy task to run (default: summarize)")
     parser.add_argument("--preset", default="default", choices=sorted(PRESETS), help="run size")
     parser.add_argument("--seeds", type=int, default=1, help="PPO runs per method at its chosen GAE lambda, seeds "
-                        "--seed, --seed+1, ... (default 1, to stay within 10 minutes; RESULTS.md's experiment uses "
+                        "--seed, --seed+1, ... (default 1, to keep the default run short; RESULTS.md's experiment uses "
                         "5; --resume with more seeds adds runs to a finished run)")
     parser.add_argument("--out", default="runs", help="output directory (one sub-folder per task)")
     parser.add_argument("--annotations", metavar="DIR", help="read annotations_{train,validation,test}.jsonl "

@@ -6,6 +6,7 @@ level imports them. Each is a command, run from the repository's root:
     python -m experiments.sweep            the K sweep: K independent flaws per response
     python -m experiments.value_heads      the value head under the authors' settings and ours
     python -m experiments.lookup           what makes qa's look-up learnable: canon layers, pretraining
+    python -m experiments.critique_check   the CoT reward model: the fact it states, the verdict after it
     python -m experiments.figures          the README's figures from the runs' results
     python -m experiments.bench            the loss path, generation and one update, timed
 

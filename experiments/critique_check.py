@@ -23,7 +23,7 @@ from reward import encode_records, span_metrics
 from runstate import atomic_save, checked, fail, pick_device
 
 # the fact a critique states first: code's wanted expression, qa's passage fact
-STATED = {"code": re.compile(r"`([^`]*)`"),
+STATED = {"code": re.compile(r"^(?:The spec asks for |The spec means |Wanted: )`([^`]*)`"),
           "qa": re.compile(r"^(?:The passage says |According to the passage, |In the passage, )([^.]*)\.")}
 
 
@@ -44,7 +44,9 @@ def main(argv=None):
     if run.task.NAME not in STATED:
         fail(f"{args.out} is a {run.task.NAME} run; the critique check reads code and qa runs")
     model, tokenizer = run.reward_models["cot"], run.tokenizer
-    records = checked(read_annotations, args.out, check=None)["validation"]
+    with open(os.path.join(args.out, "progress.json"), encoding="utf-8") as f:  # read_run has checked it
+        annotations = json.load(f)["identity"].get("annotations") or args.out  # a run with --annotations DIR
+    records = checked(read_annotations, annotations, check=None)["validation"]
     kept, items, _ = encode_records(tokenizer, records, model.gpt.config.block_size)
     critiques, deltas = model.predict(tokenizer, [r["prompt"] for r in kept], [r["response"] for r in kept])
     rows = [{"fact_right": stated(run.task.NAME, c) is not None and stated(run.task.NAME, c) == stated(run.task.NAME, r["textual_feedback"]),

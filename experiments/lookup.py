@@ -1,7 +1,7 @@
 """What makes qa's look-up learnable at the default size: the SFT policy's greedy validation
 right_answer, question kind by question kind, against training steps, for each lever.
 
-    python -m experiments.lookup --out runs/lookup                 # every lever, about 40 min on 2 cores
+    python -m experiments.lookup --out runs/lookup                 # every lever, about 20 min on 2 cores
     python -m experiments.lookup --out runs/lookup --levers canon+pretraining
 
 A lever is a trunk (GPTConfig.canon: the canon layers, on or off) and a recipe (SFT alone from random
@@ -16,17 +16,20 @@ import os
 import sys
 import time
 
+from dataclasses import replace
+
 import torch
 
 from data import document, qa
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig
-from runstate import atomic_save, pick_device
+from runstate import atomic_save, fail, pick_device
 from sft import respond, train_sft
 from text2grad import PRESETS, experiment_splits
 
-# lever -> (canon kernel, pretraining steps); the SFT steps are the preset's for every lever
-LEVERS = {"baseline": (0, 0), "canon": (10, 0), "pretraining": (0, 800), "canon+pretraining": (10, 800)}
+# lever -> (canon layers?, pretraining?); kernel, steps and evaluation points are the default preset's
+LEVERS = {"baseline": (False, False), "canon": (True, False), "pretraining": (False, True),
+          "canon+pretraining": (True, True)}
 
 
 def right_by_kind(model, tokenizer, examples):
@@ -39,19 +42,22 @@ def right_by_kind(model, tokenizer, examples):
 
 def study(lever, preset, splits, demonstrations, tokenizer, device, seed):
     """One lever's curves: {"pretraining": [(step, right_by_kind)], "sft": [...], "time_s": {...}}."""
-    canon, pretrain_steps = LEVERS[lever]
+    canon, pretrain = LEVERS[lever]
     torch.manual_seed(seed)
-    model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, **preset["model"], canon=canon)).to(device)
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, **preset["model"])
+    model = GPT(config if canon else replace(config, canon=0)).to(device)
+    every = preset["sft_eval_every"]
     check = lambda m: right_by_kind(m, tokenizer, splits["validation"])
     result, start = {"pretraining": [], "time_s": {}}, time.time()
-    if pretrain_steps:
-        _, result["pretraining"] = train_sft(model, tokenizer, demonstrations, pretrain_steps, preset["batch_size"],
-                                             preset["lr"], device, seed, evaluate=check, eval_every=200,
+    if pretrain:
+        _, result["pretraining"] = train_sft(model, tokenizer, demonstrations, preset["pretrain_steps"],
+                                             preset["batch_size"], preset["lr"], device, seed, evaluate=check,
+                                             eval_every=every,
                                              document=lambda e, rng: document(qa, e, rng), desc=f"{lever}: base")
         result["time_s"]["pretraining"] = time.time() - start
     start = time.time()
     _, result["sft"] = train_sft(model, tokenizer, demonstrations, preset["sft_steps"], preset["batch_size"],
-                                 preset["lr"], device, seed, evaluate=check, eval_every=200, desc=f"{lever}: sft")
+                                 preset["lr"], device, seed, evaluate=check, eval_every=every, desc=f"{lever}: sft")
     result["time_s"]["sft"] = time.time() - start
     return result
 
@@ -70,13 +76,21 @@ def main(argv=None):
     tokenizer = Tokenizer.train(training_texts(qa, splits["train"]), preset["vocab_size"])
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "lookup.json")
-    results = json.load(open(path)) if os.path.exists(path) else {}
+    results = {}
+    if os.path.exists(path):  # levers already studied, kept when they share this seed
+        with open(path, encoding="utf-8") as f:
+            results = json.load(f)
+        if results.get("seed") != args.seed:
+            fail(f"{path} holds levers of seed {results.get('seed')}, not {args.seed}; use another --out")
+    results["seed"] = args.seed
     for lever in args.levers:
         results[lever] = study(lever, preset, splits, demonstrations, tokenizer, device, args.seed)
         atomic_save(json.dumps(results, indent=1), path)  # each lever kept as soon as it is done
     print("greedy validation right_answer by question kind; step counts SFT steps after any pretraining")
     print(f"{'lever':20s} {'stage':12s} {'step':>5s} " + " ".join(f"{k:>8s}" for k in (*qa.QUESTION_KINDS, "all")))
     for lever, result in results.items():
+        if lever == "seed":
+            continue
         for stage in ("pretraining", "sft"):
             for step, kinds in result[stage]:
                 print(f"{lever:20s} {stage:12s} {step:5d} " + " ".join(f"{kinds[k]:8.3f}" for k in (*qa.QUESTION_KINDS, "all")))

@@ -187,11 +187,13 @@ def test_critique_check_sorts_every_validation_record(run_all, tmp_path):
     # every critique of the critic opens with the fact it judges by: critique_check reads it back
     from data import codegen, qa
     examples = {"code": codegen.make_examples(40, seed=1), "qa": qa.make_examples(40, seed=1)}
+    truth = {"code": lambda e: e.reference.split("return ", 1)[1], "qa": lambda e: qa._describe(e.facts)[1]}
     for task, module in (("code", codegen), ("qa", qa)):
         for example in examples[task]:
             feedback = module.critique(example, example.demonstration)["textual_feedback"]
-            assert critique_check.stated(task, feedback) is not None, feedback
+            assert critique_check.stated(task, feedback) == truth[task](example), feedback
     assert critique_check.stated("code", "The spec means `x + 1`. Fails.") == "x + 1"
+    assert critique_check.stated("code", "Fails 2 tests. `x + 1` is right.") is None  # not stated first
     assert critique_check.stated("qa", "According to the passage, Omar lives in Oslo. The answer agrees.") == "Omar lives in Oslo"
     assert critique_check.stated("qa", "The answer says so.") is None
     for task in ("code", "qa"):
