@@ -62,13 +62,6 @@ def document_batch(tokenizer, documents, device, max_len=None):
     return inputs.to(device), targets.to(device), loss_mask.to(device)
 
 
-def sft_batch(tokenizer, examples, device):
-    """<|bos|> prompt <|response|> demonstration <|eos|>, right-padded: document_batch with one turn
-    per example. Returns inputs (B, T), targets (B, T) and loss_mask (B, T): 1 where the target is a
-    response token or the EOS."""
-    return document_batch(tokenizer, [[(e.prompt, e.demonstration)] for e in examples], device)
-
-
 def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed, snapshots=None, evaluate=None,
               eval_every=0, document=None, desc="sft"):
     """Next-token cross-entropy on the demonstrations (model.fit, 5% warm-up). Each batch is drawn at

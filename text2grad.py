@@ -188,9 +188,9 @@ def sft_stage(task, demonstrations, validation, tokenizer, preset, device, seed,
         model = GPT(config).to(device) if start_from is None else load_checkpoint(start_from, device, tokenizer,
                                                                                     config)[0]
         flawed = sum(bool(e.flaws) for e in demonstrations) / len(demonstrations)
-        print(f"[{task.NAME}] {name}: {model.num_params() / 1e6:.2f}M parameters, {len(demonstrations)} "
-              f"{'prompts' if document else 'demonstrations'} ({'references' if document else f'{flawed:.0%} flawed'})"
-              f", from {os.path.basename(start_from) if start_from else 'random weights'}, device {device}")
+        data = "their references" if document else f"{flawed:.0%} flawed"
+        print(f"[{task.NAME}] {name}: {model.num_params() / 1e6:.2f}M parameters, {len(demonstrations)} examples "
+              f"({data}), from {start_from or 'random weights'}, device {device}")
         snapshots = progress.snapshots(name)
         losses, curve = train_sft(model, tokenizer, demonstrations, steps, preset["batch_size"],
                                   preset["lr"], device, seed, snapshots,
@@ -454,7 +454,8 @@ def run(args):
         progress.finish("showcase", {"showcase": showcase(task, tokenizer, splits["test"], saved,
                                                           reward_models["cot"])}, start)
     results.update(progress["showcase"])
-    stages = {"data": ["data"], "pretrain": ["base"] if base else [], "sft": ["sft"], "evaluate": ["evaluate"], "annotate": ["annotate"],
+    stages = {"data": ["data"], "pretrain": ["base"] if base else [], "sft": ["sft"], "evaluate": ["evaluate"],
+              "annotate": ["annotate"],
               "reference_trunk": ["reference_trunk"] if "reference_trunk" in progress else [],
               "reward_models": [f"reward/{name}" + ("" if seed == args.seed else f"/{seed}")
                                 for name, (kind, _) in REWARD_MODELS.items()

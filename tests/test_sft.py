@@ -18,8 +18,9 @@ def tokenizer():
 
 
 def test_sft_batch_masks_prompt_and_padding(tokenizer):
+    # an SFT batch: one turn per example, <|bos|> prompt <|response|> demonstration <|eos|>
     examples = [Example("a b c", "", "x"), Example("a", "", "x y z")]
-    inputs, targets, loss_mask = sft.sft_batch(tokenizer, examples, "cpu")
+    inputs, targets, loss_mask = sft.document_batch(tokenizer, [[(e.prompt, e.demonstration)] for e in examples], "cpu")
     for i, e in enumerate(examples):
         prompt = [tokenizer.bos_id, *tokenizer.encode(e.prompt), tokenizer.response_id]
         response = [*tokenizer.encode(e.demonstration), tokenizer.eos_id]
