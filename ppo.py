@@ -79,6 +79,9 @@ class PPOConfig:
     kl_target: float = None       # adaptive beta (Ziegler et al.) aiming at this KL per response; None: fixed
     missing_eos_penalty: float = 1.0  # subtracted from the last token's reward when no EOS was sampled
     praise_fade_at: int = 40      # response position where praise has faded to half (length_weight)
+    praise: str = "token"         # "token": +1 on every praised token (the paper); "span": a praised span
+                                  # shares +1 over its tokens, and a repeated one earns nothing (bound_praise)
+    cut_praise: bool = False      # a response cut at max_new_tokens (no EOS) keeps no praise (shaped_scores)
     max_ratio: float = 10.0       # skip a minibatch whose mean ratio passes this (the authors use 10)
     compile: bool = False         # torch.compile the hot loss path (--compile)
 
@@ -117,6 +120,45 @@ def dense_scores(deltas, mask, praise_fade_at=None):
     return scores * mask
 
 
+def bound_praise(delta, tokens):
+    """Praise that cannot grow with length (praise "span"). One response's deltas and token ids ->
+    its scores (floats): each praised span, a maximal run of positive deltas, shares +1 over its
+    tokens (a span of n tokens pays 1/n per token), and a span whose token ids repeat an earlier
+    praised span of the response pays 0. Blame keeps -1 per token.
+    Where this departs from the paper: there every praised token earns +1, so a longer praised
+    phrase, or the same praised clause said twice, pays more, and a policy optimising a learned
+    reward finds that out (RESULTS.md, "Over-optimisation"). Here praise counts phrases, once each;
+    blame still grows with the blamed tokens, so rambling never pays."""
+    scores, seen, t = [float(d) for d in delta], set(), 0
+    while t < len(delta):
+        if delta[t] <= 0:
+            t += 1
+            continue
+        end = t
+        while end < len(delta) and delta[end] > 0:
+            end += 1
+        span = tuple(tokens[t:end])
+        scores[t:end] = [0.0 if span in seen else 1.0 / (end - t)] * (end - t)
+        seen.add(span)
+        t = end
+    return scores
+
+
+def shaped_scores(deltas, responses, mask, ended, config):
+    """Text2Grad's scores (B, N) from a delta per response token, with the guards config switches on:
+      praise "span"   bound_praise: one unit per distinct praised phrase, not one per token;
+      cut_praise      a response cut at the length limit (ended (B,) False) keeps its blame and no praise;
+      praise_fade_at  praise fades past that position (dense_scores).
+    deltas, responses: B lists (deltas, token ids) of the responses, EOS excluded."""
+    if config.praise == "span":
+        deltas = [bound_praise(d, r) for d, r in zip(deltas, responses)]
+    elif config.praise != "token":
+        raise ValueError(f"unknown praise {config.praise!r}; use 'token' or 'span'")
+    if config.cut_praise:
+        deltas = [d if end else [min(x, 0) for x in d] for d, end in zip(deltas, ended.tolist())]
+    return dense_scores(deltas, mask, config.praise_fade_at)
+
+
 def final_scores(values, mask):
     """Standard RLHF: one score per response on its last real token (the EOS when one was sampled),
     never on padding. values (B,) -> scores (B, N)."""
@@ -124,6 +166,17 @@ def final_scores(values, mask):
     last = (mask.sum(1).long() - 1).clamp(min=0)  # (B,) index of the last real token
     scores[torch.arange(len(last)), last] = torch.as_tensor(values, dtype=torch.float, device=mask.device)
     return scores * mask
+
+
+@torch.no_grad()
+def response_logprobs(gpt, prompts, tokens, mask, pad_id, temperature=1.0):
+    """log pi(y_t | x, y_<t) (B, N) of given responses under gpt, one full forward pass; prompts: B
+    token-id lists, tokens and mask (B, N) as generate() returns them; 0 outside the mask."""
+    prompt_ids, prompt_mask = left_pad(prompts, pad_id, tokens.device)
+    ids, attention_mask = torch.cat([prompt_ids, tokens], 1), torch.cat([prompt_mask, mask.long()], 1)
+    start, N = prompt_ids.shape[1] - 1, tokens.shape[1]
+    logits = gpt.lm_head(gpt.hidden_states(ids, attention_mask)[:, start:start + N])
+    return token_logprobs(logits, tokens, temperature) * mask
 
 
 def explained_variance(values, returns, mask):

@@ -126,13 +126,19 @@ def primary_score(task, model, tokenizer, examples, desc="validate"):
 def evaluate(task, model, tokenizer, examples):
     """Mean task metrics of greedy responses, what the critic says of them, and how well its spans
     align to the tokens the policy wrote. Returns (summary, samples), one sample dict per example.
-    "criticised" is the share of responses with at least one poor span."""
+    "criticised" is the share of responses with at least one poor span, "blamed_share" the share of
+    response tokens inside one; "length" and "reference_length" are tokens per response (EOS not
+    counted), the policy's and the references'."""
     responses, ids = respond(model, tokenizer, [e.prompt for e in examples], desc="evaluate")
     scores = [task.metrics(e, r) for e, r in zip(examples, responses)]
     annotations = [task.critique(e, r) for e, r in zip(examples, responses)]
     summary = {k: sum(s[k] for s in scores) / len(scores) for k in scores[0]}
     summary["criticised"] = sum(bool(a["poor_spans"]) for a in annotations) / len(annotations)
-    stats = [align(r, tokenizer.offsets(i), a)[1] for r, i, a in zip(responses, ids, annotations)]
+    aligned = [align(r, tokenizer.offsets(i), a) for r, i, a in zip(responses, ids, annotations)]
+    stats = [s for _, s in aligned]
+    summary["blamed_share"] = sum(sum(d < 0 for d in delta) for delta, _ in aligned) / max(1, sum(map(len, ids)))
+    summary["length"] = sum(map(len, ids)) / len(ids)
+    summary["reference_length"] = sum(len(tokenizer.encode(e.reference)) for e in examples) / len(examples)
     total = {k: sum(s[k] for s in stats) for k in stats[0]}
     summary["unaligned_rate"] = total["unaligned"] / max(1, total["spans"])
     summary["labelled_token_share"] = total["labelled_tokens"] / max(1, total["tokens"])

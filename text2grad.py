@@ -32,7 +32,7 @@ from checkpoint import load_checkpoint, save_checkpoint
 from data import SPLITS, document, get_task, make_splits
 from data.annotations import annotate, read_annotations, read_jsonl
 from data.tokenizer import Tokenizer, training_texts
-from model import GPT, GPTConfig
+from model import GPT, GPTConfig, generate
 from reward import RewardModel, encode_splits, evaluate_reward_model, showcase, train_reward_model
 from runstate import (Diverged, Interrupted, Progress, add_run_flags, atomic_save, check_run_flags, checked,
                       fail, pick_device)
@@ -107,37 +107,83 @@ COMPARISONS = [("text2grad", "ppo_scalar"), ("oracle", "oracle_scalar"), ("oracl
 SEEDED_METRICS = ("positive_f1", "negative_f1", "exact_span_match", "critique_rougeL")  # kept per reward-model seed
 
 
-def reward_function(method, task, tokenizer, examples, reward_models, praise_fade_at=None):
+def reward_function(method, task, tokenizer, examples, reward_models, config=None):
     """The reward for PPO, the one place the methods differ: f(indices, tokens, mask) -> scores (B, N)
     for sampled responses to examples[indices]. METHODS[method] = (judge, where):
       judge "cot"     Text2Grad's reward model writes a critique, then a delta per token
             "no_cot"  the same model without the critique
             "critic"  the task's own critic, its spans aligned to the sampled tokens
             "scalar"  the scalar reward model: one number per response, trained on sum_t delta_t
-      where "every"   score_t = delta_t on every response token (positive deltas fade past praise_fade_at,
-                      ppo.dense_scores, the guard against farming praise by length)
+      where "every"   score_t = delta_t on every response token, through the guards of config
+                      (ppo.shaped_scores: praise bounded per phrase, none for a cut response, faded
+                      past praise_fade_at)
             "last"    the same scores summed, sum_t score_t, on the last real token, 0 elsewhere
                       (ppo.final_scores): the same information in one number. The scalar reward
-                      model is trained on the plain sum_t delta_t (the usual scalar baseline)"""
+                      model is trained on the plain sum_t delta_t (the usual scalar baseline); with
+                      config.cut_praise a cut response's score is capped at 0, its share of the guards.
+    config (ppo.PPOConfig) None: no guard at all, the judge's own numbers (what the over-optimisation
+    measurement reads as the proxy)."""
     judge, where = METHODS[method]
     if judge == "scalar" and where != "last":
         raise ValueError(f"{method}: the scalar reward model has one score per response; it can only land on the last token")
     prompts = [tokenizer.encode(e.prompt) for e in examples]
+    config = config or ppo.PPOConfig(praise_fade_at=None)
 
     def scores(indices, tokens, mask):
-        ids, mask = response_ids(tokenizer, tokens, mask), mask.float()
+        ids, ended, mask = response_ids(tokenizer, tokens, mask), ended_with_eos(tokenizer, tokens, mask), mask.float()
         batch_prompts = [prompts[i] for i in indices]
         if judge == "scalar":
-            return ppo.final_scores(reward_models["scalar"].predict(tokenizer, batch_prompts, ids), mask)
+            values = torch.tensor(reward_models["scalar"].predict(tokenizer, batch_prompts, ids))
+            if config.cut_praise:
+                values = torch.where(ended.cpu(), values, values.clamp(max=0))
+            return ppo.final_scores(values, mask)
         if judge == "critic":
             texts = [tokenizer.decode(r) for r in ids]
             deltas = [align(text, tokenizer.offsets(r), task.critique(examples[i], text))[0]
                       for i, text, r in zip(indices, texts, ids)]
         else:
             _, deltas = reward_models[judge].predict(tokenizer, batch_prompts, ids)
-        dense = ppo.dense_scores(deltas, mask, praise_fade_at)
+        dense = ppo.shaped_scores(deltas, ids, mask, ended, config)
         return ppo.final_scores(dense.sum(1), mask) if where == "last" else dense
     return scores
+
+
+def ended_with_eos(tokenizer, tokens, mask):
+    """(B,) True where a sampled response has its EOS, False where it was cut at the length limit."""
+    return ((tokens == tokenizer.eos_id) & mask.bool()).any(1)
+
+
+def overoptimisation(method, task, tokenizer, examples, reward_models, reference, config, seed=0):
+    """Over-optimisation measured as Gao et al. (2023) measure it: f(gpt) -> a dict of means over one
+    sampled response per example (temperature config.temperature, the same random numbers at every
+    call, so successive points differ by the policy only):
+      proxy       what the method's own judge says, unguarded: sum_t delta_t of the span reward model,
+                  the scalar reward model's number, the critic's sum for the oracle methods
+      gold        the critic's sum_t delta_t (praised minus blamed tokens), the proxy's units
+      kl          KL(pi || pi_sft) per response, its k1 estimate sum_t log pi(y_t) - log pi_sft(y_t)
+      length      response tokens, EOS included
+      criticised  the share of response tokens the critic blames
+    Plotted against sqrt(kl): a proxy that keeps rising while the gold turns is a reward being gamed."""
+    judge = METHODS[method][0]
+    proxy_fn = reward_function(method, task, tokenizer, examples, reward_models)
+    critic_fn = reward_function("oracle", task, tokenizer, examples, reward_models)  # dense, unguarded
+    prompts = [tokenizer.prompt(e.prompt) for e in examples]
+    indices = list(range(len(examples)))
+
+    def measure(gpt):
+        device = next(gpt.parameters()).device
+        generator = torch.Generator(device).manual_seed(seed)
+        tokens, _, mask = generate(gpt, prompts, config.max_new_tokens, tokenizer.eos_id, tokenizer.pad_id,
+                                   temperature=config.temperature, generator=generator)
+        kl = (ppo.response_logprobs(gpt, prompts, tokens, mask, tokenizer.pad_id, config.temperature)
+              - ppo.response_logprobs(reference, prompts, tokens, mask, tokenizer.pad_id, config.temperature)).sum(1)
+        critic = critic_fn(indices, tokens, mask)  # (B, N)
+        gold = critic.sum(1)
+        proxy = gold if judge == "critic" else proxy_fn(indices, tokens, mask).sum(1)
+        length = mask.float().sum(1)
+        return {"proxy": proxy.mean().item(), "gold": gold.mean().item(), "kl": kl.mean().item(),
+                "length": length.mean().item(), "criticised": ((critic < 0).float().sum() / length.sum()).item()}
+    return measure
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,10 +324,17 @@ def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out,
 
 def choice_score(curve, choose_by):
     """What a lambda is chosen by, from its validation curve [(update, score, ...)]: the final score
-    ("final") or the mean over the curve's points ("mean", which rewards getting there sooner)."""
+    ("final"), the mean over the curve's last quarter of points ("last_quarter": where the run ends
+    up, less noisy than one point), or the mean over all its points ("mean", which rewards getting
+    there sooner, and so a run that rises fast and then collapses)."""
     if choose_by == "mean":
         return sum(p[1] for p in curve) / len(curve)
-    return curve[-1][1]
+    if choose_by == "last_quarter":
+        tail = curve[-max(1, len(curve) // 4):]
+        return sum(p[1] for p in tail) / len(tail)
+    if choose_by == "final":
+        return curve[-1][1]
+    raise ValueError(f"unknown choose_by {choose_by!r}; use 'final', 'last_quarter' or 'mean'")
 
 
 def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, preset, seeds, compile, out, progress):
@@ -305,11 +358,19 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
     validation = splits["validation"]
     device = next(policy.parameters()).device
 
-    def validation_score(gpt):
-        """The curve's point: validation, and with preset["test_curve"] the test score beside it (the
-        K sweep reads its thresholds there; nothing is chosen by it)."""
-        score = primary_score(task, gpt, tokenizer, validation)
-        return (score, primary_score(task, gpt, tokenizer, splits["test"], "test")) if preset.get("test_curve") else score
+    watched = validation[:preset.get("overopt_prompts", 64)]
+
+    def validation_score(name):
+        """The curve's point for method `name`: validation, with preset["test_curve"] the test score
+        beside it (the K sweep reads its thresholds there; nothing is chosen by it), and last the
+        over-optimisation measurement on the first overopt_prompts validation prompts (overoptimisation)."""
+        watch = overoptimisation(name, task, tokenizer, watched, reward_models, policy, config, seed=1)
+
+        def point(gpt):
+            score = primary_score(task, gpt, tokenizer, validation)
+            test = (primary_score(task, gpt, tokenizer, splits["test"], "test"),) if preset.get("test_curve") else ()
+            return (score, *test, watch(gpt))
+        return point
 
     def run_once(name, lam, seed):
         """One PPO run; its policy waits in ppo_{name}_lambda{lam}_seed{seed}.pt for the test stage."""
@@ -320,8 +381,8 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         model = ppo.ActorCritic(copy.deepcopy(policy), run_config.detach_value)
         snapshots = progress.snapshots(f"ppo_{name}_lambda{lam}_{seed}")
         curve, logged, warmup = ppo.train(
-            model, policy, prompts, reward_function(name, task, tokenizer, train, reward_models, config.praise_fade_at),
-            tokenizer.eos_id, tokenizer.pad_id, run_config, seed=seed, evaluate=validation_score,
+            model, policy, prompts, reward_function(name, task, tokenizer, train, reward_models, config),
+            tokenizer.eos_id, tokenizer.pad_id, run_config, seed=seed, evaluate=validation_score(name),
             eval_every=preset["eval_every"], desc=f"ppo {name} lambda {lam} seed {seed}", snapshots=snapshots)
         save_checkpoint(os.path.join(out, f"ppo_{name}_lambda{lam}_seed{seed}.pt"), model.gpt, tokenizer, config.updates)
         snapshots.clear()

@@ -371,7 +371,7 @@ def one_update(task, tokenizer, examples, prompts, model, policy, reward_models,
     seconds = {"rollout": time.perf_counter() - start}
     scores = {}
     for name in ("text2grad", "ppo_scalar"):
-        reward = text2grad.reward_function(name, task, tokenizer, examples, reward_models, config.praise_fade_at)
+        reward = text2grad.reward_function(name, task, tokenizer, examples, reward_models, config)
         start = time.perf_counter()
         scores[name] = reward(range(batch_size), batch["tokens"], batch["mask"])
         sync(device)

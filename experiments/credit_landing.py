@@ -156,7 +156,7 @@ def main(argv=None):
 
     def reward_for(name, examples):
         return reward_function(name, run.task, run.tokenizer, examples, run.reward_models,
-                               ppo.PPOConfig(**run.preset["ppo"]).praise_fade_at)
+                               ppo.PPOConfig(**run.preset["ppo"]))
     result = credit_landing(run.task, run.policy, run.tokenizer, run.splits, reward_for, lambdas, run.preset["ppo"],
                             run.seed, COMPARISONS)
     atomic_save(json.dumps(result, indent=2), os.path.join(args.out, "credit_landing.json"))

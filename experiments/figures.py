@@ -88,6 +88,60 @@ def curves_svg(methods, metric, width=640, height=300, x_label="PPO update", sta
     return "".join(parts)
 
 
+def overopt_svg(methods, title="", width=640, height=300, standalone=False):
+    """Gold and proxy against sqrt(KL to the SFT policy), the picture of over-optimisation (Gao et al.
+    2023): per method (in its colour) the critic's score, a solid line (<polyline class="gold">), and
+    what the method's own judge says, dashed (class="proxy"; the oracle methods' proxy is the gold
+    and is not drawn twice). methods: {name: {"overopt": [{"update", "sqrt_kl", "gold", "proxy"}]}},
+    each point a mean over seeds. A proxy that keeps rising while the gold turns is a reward being gamed."""
+    names = [n for n in methods if methods[n].get("overopt")]
+    if not names:
+        return '<p class="note">no over-optimisation measurement in this results.json</p>'
+    judged = lambda n: COLOURS.get(n) and not n.startswith("oracle")
+    xs = [p["sqrt_kl"] for n in names for p in methods[n]["overopt"]]
+    ys = [p[key] for n in names for p in methods[n]["overopt"] for key in (("gold", "proxy") if judged(n) else ("gold",))]
+    x0, x1 = 0.0, max(max(xs), 1e-3)
+    y0, y1 = min(ys), max(ys)
+    pad = max(1e-3, 0.05 * (y1 - y0))
+    y0, y1 = y0 - pad, y1 + pad
+    left, right, top, bottom = 56, 16, 12, 62 if standalone else 40
+    X = lambda v: left + (v - x0) / (x1 - x0) * (width - left - right)
+    Y = lambda v: top + (y1 - v) / (y1 - y0) * (height - top - bottom)
+    font = ' font-family="sans-serif" font-size="12"' if standalone else ""
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"{font} role="img" '
+             f'aria-label="gold and proxy reward against the square root of KL {escape(title)}">',
+             f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>'
+             f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
+             f'fill="none" stroke="#ccc"/>']
+    for k in range(5):
+        v, u = y0 + (y1 - y0) * k / 4, x0 + (x1 - x0) * k / 4
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{Y(v):.1f}" y2="{Y(v):.1f}" stroke="#eee"/>'
+                     f'<text x="{left - 6}" y="{Y(v) + 4:.1f}" text-anchor="end">{v:.2f}</text>'
+                     f'<text x="{X(u):.1f}" y="{height - bottom + 16}" text-anchor="middle">{u:.2f}</text>')
+    parts.append(f'<text x="{(left + width - right) / 2}" y="{height - bottom + 34}" text-anchor="middle">'
+                 f'sqrt(KL to the SFT policy), nats; solid: the critic (gold), dashed: the method\'s own reward '
+                 f'(proxy) {escape(title)}</text>')
+    for n in names:
+        stroke, points = colour(n, names), methods[n]["overopt"]
+        for key in ("gold", "proxy") if judged(n) else ("gold",):
+            dash = ' stroke-dasharray="6 4"' if key == "proxy" else ""
+            xy = [(X(p["sqrt_kl"]), Y(p[key]), p) for p in points]
+            parts.append(f'<polyline class="{key}" data-method="{escape(n)}" fill="none" stroke="{stroke}" '
+                         f'stroke-width="2"{dash} points="{" ".join(f"{a:.1f},{b:.1f}" for a, b, _ in xy)}"/>')
+            for a, b, p in xy:
+                parts.append(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="2" fill="{stroke}"><title>'
+                             f'{LABELS.get(n, escape(n))}, update {p["update"]}: {key} {p[key]:.3f}, '
+                             f'sqrt(KL) {p["sqrt_kl"]:.3f}</title></circle>')
+    if standalone:
+        for k, n in enumerate(names):
+            x = left + k * (width - left - right) / max(1, len(names))
+            parts.append(f'<line x1="{x:.1f}" x2="{x + 20:.1f}" y1="{height - 10}" y2="{height - 10}" '
+                         f'stroke="{colour(n, names)}" stroke-width="2"/><text x="{x + 24:.1f}" y="{height - 6}">'
+                         f'{LABELS.get(n, escape(n))}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def sft_curve_series(results):
     """{metric: curves_svg series} from the SFT stage's learning curve (no band: one run)."""
     curve = results.get("sft_training", {}).get("curve", [])

@@ -36,7 +36,7 @@ from html import escape
 
 from data import get_task
 from experiments import stats, terminal
-from experiments.figures import COLOURS, LABELS, colour, curves_svg, sft_curve_series, thresholds_svg
+from experiments.figures import COLOURS, LABELS, colour, curves_svg, overopt_svg, sft_curve_series, thresholds_svg
 from experiments.run_folder import read_json
 from experiments.summary import summarise
 from runstate import atomic_save, fail
@@ -368,15 +368,22 @@ def sweep_section(results):
                          [[k] + [f'{results["growth"][k]["0.9"][p]["growth"]:.2f} [{results["growth"][k]["0.9"][p]["ci95"][0]:.2f}, '
                                  f'{results["growth"][k]["0.9"][p]["ci95"][1]:.2f}]' for p in pairs] for k in sorted(results["growth"], key=int)]))
     out.append("<h3>Test results</h3><p>Test sites right after the budget (mean ± 95% interval over seeds, the "
-               "chosen &lambda;), and the sampled responses' length and KL to the SFT policy at the last update: a "
-               "policy that games its reward grows long and far.</p>")
-    out.append(table(["K", "budget", "SFT"] + [LABELS.get(n, escape(n)) for n in names],
-                     [[k, str(per_k[k]["updates"]), num(per_k[k]["sft"]["test"][metric])]
-                      + [f'{per_k[k]["methods"][n]["score"]:.3f} ± {per_k[k]["methods"][n]["ci95"]:.3f} '
-                         f'(&lambda; {per_k[k]["methods"][n]["lambda"]}; {per_k[k]["methods"][n]["final_length"]:.0f} tokens, '
-                         f'KL {per_k[k]["methods"][n]["final_kl"]:.1f})' for n in names] for k in ks]))
+               "chosen &lambda;); the greedy test responses' length in tokens (the references' in the K column) and "
+               "the share of their tokens the critic blames; at the last update, on validation samples, the KL to "
+               "the SFT policy: a policy that games its reward grows long and far.</p>")
+    out.append(table(["K (reference length)", "budget", "SFT"] + [LABELS.get(n, escape(n)) for n in names],
+                     [[f'{k} ({per_k[k]["methods"][names[0]]["test_reference_length"]:.0f})', str(per_k[k]["updates"]),
+                       num(per_k[k]["sft"]["test"][metric])]
+                      + [f'{m["score"]:.3f} ± {m["ci95"]:.3f} (&lambda; {m["lambda"]}; {m["test_length"]:.0f} tokens, '
+                         f'blamed {m["test_blamed_share"]:.3f}, KL {m["final_kl"]:.1f})'
+                         for m in (per_k[k]["methods"][n] for n in names)] for k in ks]))
+    out.append("<h3>Over-optimisation</h3><p>On validation samples at every update (mean over seeds): the critic's "
+               "score (gold, solid) and the method's own reward (proxy, dashed), both in praised minus blamed "
+               "tokens, against the square root of the KL to the SFT policy. Where the proxy keeps rising and the "
+               "gold turns, the reward is being gamed.</p>")
     for k in ks:
-        out += [f"<h3>Learning curves, K = {k}</h3>", curves(per_k[k]["methods"], f"validation {metric}")]
+        out += [f"<h3>Learning curves, K = {k}</h3>", curves(per_k[k]["methods"], f"validation {metric}"),
+                overopt_svg(per_k[k]["methods"], f"K = {k}"), f"<p>{legend(names)}</p>"]
     out += ["<h3>The setting, measured</h3><p>Share of each kind of site the SFT policy gets wrong, on validation "
             "prompts of every K: sampled at temperature 1 (what PPO starts from) and greedy (what the metric reads). "
             f"Correlation between two sites' errors (phi, sampled): mean {sites['sampled']['correlation']['mean'] or 0:.3f}, "

@@ -21,6 +21,7 @@ progress.json, samples_{method}.jsonl, ppo_{method}.pt), results.json, report.ht
 updates_to_90.svg (the updates each method needs to close 90% of the gap, against K).
 """
 import argparse
+import copy
 import json
 import os
 import sys
@@ -28,6 +29,7 @@ import time
 
 import torch
 
+import ppo
 import text2grad as t2g
 from data import facts
 from data.annotations import read_annotations
@@ -37,7 +39,7 @@ from experiments.summary import summarise_methods
 from reward import encode_splits, evaluate_reward_model
 from runstate import (Diverged, Interrupted, Progress, add_run_flags, atomic_save, check_run_flags, checked, fail,
                       pick_device)
-from sft import evaluate, respond
+from sft import MAX_NEW_TOKENS, evaluate, primary_score, respond
 
 # Sizes. validation and test are per K; train mixes K. ppo: PPOConfig fields; updates: the PPO budget
 # per K (the same for every method at a K); eval_every 1: the curves' points are every update, so a
@@ -50,20 +52,31 @@ SWEEP_PRESETS = {
     "default": dict(train=4000, validation=100, test=100, vocab_size=512, sft_steps=1500, batch_size=32,
                     lr=3e-3, model=dict(n_layer=2, n_head=4, n_embd=96, block_size=384, canon=0),
                     samples_per_prompt=2, reward_steps=1200, reward_lr=2e-3,
-                    ppo=dict(batch_size=32, minibatch_size=32, lr=2e-4, beta=0.1, praise_fade_at=40),
-                    updates={1: 12, 2: 16, 4: 20, 8: 24}, eval_every=1, lambdas=(0.5, 0.95), choose_by="mean",
-                    test_curve=True),
+                    ppo=dict(batch_size=32, minibatch_size=32, lr=2e-4, beta=0.1, praise_fade_at=40, praise="span",
+                             cut_praise=True),
+                    updates={1: 18, 2: 24, 4: 30, 8: 36}, eval_every=1, lambdas=(0.5, 0.95),
+                    choose_by="last_quarter", test_curve=True, overopt_prompts=64),
     # the test suite's run: every stage in seconds; its numbers mean nothing
     "tiny": dict(train=64, validation=8, test=8, vocab_size=512, sft_steps=10, batch_size=16,
                  lr=3e-3, model=dict(n_layer=1, n_head=2, n_embd=32, block_size=384),
                  samples_per_prompt=1, reward_steps=4, reward_lr=2e-3,
                  ppo=dict(batch_size=8, minibatch_size=8, lr=3e-5, praise_fade_at=40),
-                 updates={1: 2, 2: 2, 4: 2, 8: 2}, eval_every=1, lambdas=(0.5, 0.95), choose_by="mean",
-                 test_curve=True),
+                 updates={1: 2, 2: 2, 4: 2, 8: 2}, eval_every=1, lambdas=(0.5, 0.95), choose_by="last_quarter",
+                 test_curve=True, overopt_prompts=4),
 }
 REWARD_MODELS = ("cot", "scalar")  # the ones the four methods read (the no-critique model is not in the sweep)
 RATIOS = [("ppo_scalar", "text2grad"), ("oracle_scalar", "oracle")]  # updates(a) / updates(b): a > 1 favours b
 THRESHOLDS = (0.5, 0.9)  # the share of the gap from SFT to the ceiling closed
+# The guards against a gamed reward (ppo.PPOConfig fields), each alone and together, for the ablation
+# (--ablation): the same guards for both learned-reward methods; what does not apply to a method (the
+# scalar reward model has no spans to bound) leaves its run the same, and the same run is not repeated.
+DEFENCES = {"paper": {"praise": "token", "cut_praise": False, "kl_target": None},
+            "cut": {"praise": "token", "cut_praise": True, "kl_target": None},
+            "span": {"praise": "span", "cut_praise": False, "kl_target": None},
+            "kl": {"praise": "token", "cut_praise": False, "kl_target": 6.0},
+            "cut+span": {"praise": "span", "cut_praise": True, "kl_target": None},
+            "cut+span+kl": {"praise": "span", "cut_praise": True, "kl_target": 6.0}}
+ABLATION = {"methods": ("ppo_scalar", "text2grad"), "lambda": 0.95, "points": 4}  # curve points after update 0
 
 
 def make_splits(sizes, seed, ks=facts.KS):
@@ -83,15 +96,30 @@ def make_splits(sizes, seed, ks=facts.KS):
 
 def thresholds(curves, start, budget, eval_every):
     """Per threshold q: the updates each seed's curve [(update, score)] needs to close q of the gap
-    from start (the SFT policy's score) to the ceiling 1. A curve that never gets there counts as
-    budget + eval_every, the next point it could have been seen at (so a ratio with such a run in
-    its numerator is a lower bound); "censored" counts them."""
+    from start (the SFT policy's score) to the ceiling 1 and *hold* it to the end of the budget
+    (stats.updates_to_hold; "first", the first touch, beside it for comparison). A curve that does
+    not end at the level counts as budget + eval_every, the next point it could have been seen at
+    (so a ratio with such a run in its numerator is a lower bound); "censored" counts them."""
     out = {}
     for q in THRESHOLDS:
         level = start + q * (1 - start)
-        reached = [stats.updates_to_match(curve, level) for curve in curves]
-        out[str(q)] = {"level": level, "per_seed": [budget + eval_every if u is None else u for u in reached],
-                       "censored": sum(u is None for u in reached)}
+        held = [stats.updates_to_hold(curve, level) for curve in curves]
+        first = [stats.updates_to_match(curve, level) for curve in curves]
+        out[str(q)] = {"level": level, "per_seed": [budget + eval_every if u is None else u for u in held],
+                       "censored": sum(u is None for u in held),
+                       "first": [budget + eval_every if u is None else u for u in first]}
+    return out
+
+
+def watched(runs):
+    """The over-optimisation measurement (text2grad.overoptimisation, the last element of each curve
+    point) averaged over the seeds' runs, point by point: [{"update", "proxy", "gold", "kl", "length",
+    "criticised"}], kl the mean KL and sqrt_kl the square root of its mean (clamped at 0)."""
+    out = []
+    for j, p in enumerate(runs[0]["curve"]):
+        points = [run["curve"][j][-1] for run in runs]
+        mean = {key: sum(q[key] for q in points) / len(points) for key in points[0]}
+        out.append({"update": p[0], **mean, "sqrt_kl": max(0.0, mean["kl"]) ** 0.5})
     return out
 
 
@@ -146,9 +174,13 @@ def sweep_k(k, model, tokenizer, splits, reward_models, preset, seeds, compile, 
         steps[name] = thresholds(curves, sft["test"][facts.PRIMARY], budget, every)
         methods[name]["test_curve"] = [[u, sum(c[j][1] for c in curves) / len(curves)] for j, (u, _) in enumerate(curves[0])]
     for name in t2g.METHODS:  # where each run ended: a policy that games its reward grows long and far from SFT
-        last = [progress[f"ppo/{name}/lambda{methods[name]['lambda']}/{s}"]["history"][-1] for s in seeds]
-        methods[name]["final_length"] = sum(h["length"] for h in last) / len(last)
-        methods[name]["final_kl"] = sum(h["kl_ref"] for h in last) / len(last)
+        lam = methods[name]["lambda"]
+        tests = [progress[f"test/{name}/{s}"] for s in seeds]
+        methods[name]["overopt"] = watched([progress[f"ppo/{name}/lambda{lam}/{s}"] for s in seeds])
+        last = methods[name]["overopt"][-1]
+        methods[name].update({f"final_{key}": last[key] for key in ("gold", "proxy", "kl")})
+        for key in ("length", "reference_length", "blamed_share"):  # greedy test responses, mean over seeds
+            methods[name][f"test_{key}"] = sum(t[key] for t in tests) / len(tests)
     ratios = {str(q): {f"{a} / {b}": ratio(steps[a][str(q)]["per_seed"], steps[b][str(q)]["per_seed"])
                        for a, b in RATIOS} for q in THRESHOLDS}
     return {"k": k, "updates": budget, "eval_every": every, "sft": sft, "methods": methods, "lambda_grid": grid,
@@ -157,6 +189,63 @@ def sweep_k(k, model, tokenizer, splits, reward_models, preset, seeds, compile, 
                        for a, b in t2g.COMPARISONS},
             "all_right": {name: methods[name]["test"]["all_right"] for name in methods},
             "time_s": sum(progress.time(stage) for stage in progress.done)}
+
+
+def ablation(k, model, tokenizer, splits, reward_models, preset, seeds, out, args):
+    """Each setting of DEFENCES at one K, for the learned-reward methods, at GAE lambda ABLATION["lambda"],
+    on validation only (the defaults are chosen here; the test split is not read). Returns
+    {setting: {method: {"score", "gold", "proxy", "kl", "length", "criticised" (means over seeds of the
+    last point), "per_seed" (final validation sites_right), "curve"}}}."""
+    folder = os.path.join(out, "ablation", f"k{k}")
+    os.makedirs(folder, exist_ok=True)
+    progress = Progress(folder, {"k": k, "preset": args.preset, "seed": args.seed, "ablation": True}, args.resume,
+                        args.checkpoint_every)
+    prompts = [tokenizer.prompt(e.prompt) for e in splits["train"]]
+    validation, budget = splits["validation"], preset["updates"][k]
+    table = {}
+    for setting, fields in DEFENCES.items():
+        table[setting] = {}
+        for name in ABLATION["methods"]:
+            if name == "ppo_scalar":  # no spans: the praise setting does not reach it
+                fields = {**fields, "praise": "token"}
+            config = ppo.PPOConfig(**{**preset["ppo"], **fields, "updates": budget, "lam": ABLATION["lambda"]},
+                                   max_new_tokens=MAX_NEW_TOKENS)
+            key = "-".join(f"{f}={getattr(config, f)}" for f in ("praise", "cut_praise", "kl_target"))
+            watch = t2g.overoptimisation(name, facts, tokenizer, validation[:preset["overopt_prompts"]],
+                                         reward_models, model, config, seed=1)
+            runs = []
+            for seed in seeds:
+                stage, start = f"{name}/{key}/{seed}", time.time()
+                if stage not in progress:
+                    actor = ppo.ActorCritic(copy.deepcopy(model), config.detach_value)
+                    snapshots = progress.snapshots(f"ablation_{name}_{key}_{seed}")
+                    curve, _, _ = ppo.train(
+                        actor, model, prompts, t2g.reward_function(name, facts, tokenizer, splits["train"], reward_models,
+                                                                   config),
+                        tokenizer.eos_id, tokenizer.pad_id, config, seed=seed,
+                        evaluate=lambda gpt: (primary_score(facts, gpt, tokenizer, validation), watch(gpt)),
+                        eval_every=max(1, budget // ABLATION["points"]), desc=f"K={k} {setting}: {name} seed {seed}",
+                        snapshots=snapshots)
+                    snapshots.clear()
+                    progress.finish(stage, {"curve": curve}, start)
+                runs.append(progress[stage]["curve"])
+            last = [run[-1] for run in runs]
+            mean = lambda values: sum(values) / len(values)
+            table[setting][name] = {"score": mean([p[1] for p in last]), "per_seed": [p[1] for p in last],
+                                    **{q: mean([p[-1][q] for p in last]) for q in ("gold", "proxy", "kl", "length", "criticised")},
+                                    "curve": [[p[0], mean([r[j][1] for r in runs])] for j, p in enumerate(runs[0])]}
+    return table
+
+
+def print_ablation(tables):
+    """The ablation's table: per K, setting and method, the means over seeds at the last update."""
+    print("\nDefences at GAE lambda", ABLATION["lambda"], "(validation; mean over seeds at the last update): sites right, "
+          "the critic's score (gold), the method's own reward (proxy), KL to SFT, length, blamed token share")
+    for k, table in tables.items():
+        for setting, row in table.items():
+            for name, m in row.items():
+                print(f"  K={k} {setting:12s} {name:11s} sites {m['score']:.3f}  gold {m['gold']:+6.2f}  proxy "
+                      f"{m['proxy']:+6.2f}  KL {m['kl']:5.1f}  length {m['length']:5.1f}  blamed {m['criticised']:.3f}")
 
 
 def run(args):
@@ -224,6 +313,14 @@ def run(args):
         print(f"[sweep] K={k}: reward model (cot) span F1 positive {rm['positive_f1']:.3f}, negative {rm['negative_f1']:.3f}")
 
     seeds = [args.seed + j for j in range(args.seeds)]
+    if args.ablation:
+        tables = {str(k): ablation(k, model, tokenizer, {"train": [e for e in train if facts.count_sites(e.prompt) == k],
+                                                        **per_k[k]}, reward_models, preset, seeds, args.out, args)
+                  for k in args.ks}
+        atomic_save(json.dumps({"preset": args.preset, "seeds": seeds, "defences": DEFENCES, **ABLATION,
+                                "per_k": tables}, indent=2), path("ablation.json"))
+        print_ablation(tables)
+        return tables
     results["per_k"] = {}
     for k in args.ks:
         results["per_k"][str(k)] = sweep_k(k, model, tokenizer, {"train": [e for e in train if facts.count_sites(e.prompt) == k],
@@ -259,6 +356,9 @@ def main(argv):
                         "with more seeds adds runs)")
     parser.add_argument("--preset", default="default", choices=sorted(SWEEP_PRESETS), help="run size")
     parser.add_argument("--out", default="runs/sweep", help="output directory (default runs/sweep)")
+    parser.add_argument("--ablation", action="store_true", help="instead of the sweep, the defences against a "
+                        "gamed reward (DEFENCES), each alone and together, for scalar PPO and Text2Grad on validation; "
+                        "writes ablation.json")
     add_run_flags(parser)
     args = parser.parse_args(argv)
     if any(k not in facts.KS for k in args.ks):

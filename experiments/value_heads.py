@@ -52,8 +52,7 @@ def main(argv=None):
             config = ppo.PPOConfig(**{**preset["ppo"], "lam": 0.95, **fields}, max_new_tokens=MAX_NEW_TOKENS)
             model = ppo.ActorCritic(copy.deepcopy(policy), config.detach_value)
             curve, history, warmup = ppo.train(
-                model, policy, prompts, reward_function(name, task, tokenizer, splits["train"], run.reward_models,
-                                                        config.praise_fade_at),
+                model, policy, prompts, reward_function(name, task, tokenizer, splits["train"], run.reward_models, config),
                 tokenizer.eos_id, tokenizer.pad_id, config, seed=run.seed,
                 evaluate=lambda gpt: primary_score(task, gpt, tokenizer, validation), eval_every=config.updates,
                 desc=f"{setting}: {name}")

@@ -112,6 +112,22 @@ def test_updates_to_threshold_by_hand():
     assert out["0.9"]["per_seed"] == [6, 8] and out["0.9"]["censored"] == 1
 
 
+def test_sustained_crossing_on_hand_made_curves():
+    collapse = [(0, 0.2), (1, 0.95), (2, 0.96), (3, 0.7), (4, 0.8)]  # touches 0.9 at 1, ends below it
+    recovers = [(0, 0.2), (1, 0.95), (2, 0.6), (3, 0.93), (4, 0.94)]  # climbs back at 3 and stays
+    assert stats.updates_to_match(collapse, 0.9) == 1 and stats.updates_to_hold(collapse, 0.9) is None
+    assert stats.updates_to_match(recovers, 0.9) == 1 and stats.updates_to_hold(recovers, 0.9) == 3
+    assert stats.updates_to_hold([(0, 0.2), (1, 0.9)], 0.9) == 1  # the level itself holds
+    assert stats.updates_to_hold([(0, 0.95), (1, 0.97)], 0.9) == 0  # held from the start
+    # the sweep reads the sustained crossing; the collapsed run is censored at budget + eval_every
+    # (4 + 1), though its first touch was at update 1. From 0.2, 90% of the gap is 0.92.
+    out = sweep.thresholds([collapse, recovers], 0.2, 4, 1)
+    assert out["0.9"]["per_seed"] == [5, 3] and out["0.9"]["censored"] == 1 and out["0.9"]["first"] == [1, 1]
+    # half the gap is 0.6: the collapsed run ends at 0.8 and holds from update 1 on; the other dips to 0.6
+    # (the level itself) and so holds from 1 as well
+    assert out["0.5"]["per_seed"] == [1, 1] and out["0.5"]["censored"] == 0
+
+
 def test_ratio_of_mean_updates_with_its_intervals():
     r = sweep.ratio([8, 8, 8], [4, 4, 4])
     assert r["ratio"] == 2 and r["ci95"] == [2, 2] and r["ci95_t"] == [2, 2] and r["per_seed"] == [2, 2, 2]
@@ -137,6 +153,15 @@ def test_lambda_is_chosen_by_the_final_score_or_the_curve_mean():
     assert text2grad.choice_score(sooner, "mean") == pytest.approx(2.0 / 3)
     assert text2grad.choice_score(later, "mean") == pytest.approx(1.65 / 3)
     assert text2grad.choice_score([(0, 0.2, 0.1), (1, 0.6, 0.0)], "mean") == pytest.approx(0.4)  # a test score beside
+    # rise fast then collapse, against rise slowly and stay: the mean prefers the first, the last quarter
+    # (here the last 2 of 8 points) the second
+    collapse = list(enumerate([0.2, 0.9, 0.95, 0.95, 0.9, 0.85, 0.8, 0.7]))
+    steady = list(enumerate([0.2, 0.4, 0.6, 0.7, 0.8, 0.85, 0.9, 0.92]))
+    assert text2grad.choice_score(collapse, "mean") > text2grad.choice_score(steady, "mean")
+    assert text2grad.choice_score(collapse, "last_quarter") == pytest.approx(0.75)
+    assert text2grad.choice_score(steady, "last_quarter") == pytest.approx(0.91)
+    with pytest.raises(ValueError, match="choose_by"):
+        text2grad.choice_score(steady, "median")
 
 
 def test_sweep_splits_share_no_prompt_and_hold_one_k_each():
