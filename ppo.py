@@ -4,7 +4,8 @@ One PPO iteration on a batch of prompts:
   1. rollout   sample a response per prompt at temperature tau, then one full forward pass records
                the policy's log-probs (pi_old), the frozen reference's log-probs and the values;
   2. reward    r_t = score_t - beta * KL_t, where score_t is the reward model's delta_t on every
-               token (Text2Grad) or one score on the last real token (standard RLHF PPO);
+               token (Text2Grad) or one score on the last real token (standard RLHF PPO); the
+               guards against a gamed reward (shaped_scores) bound what praise can earn;
   3. GAE       A_t = sum_l (gamma*lambda)^l (r_{t+l} + gamma V(t+l+1) - V(t+l)), returns = A + V;
   4. update    a few epochs of minibatches of the clipped surrogate plus the value loss.
 The "natural-language gradient" is nothing more than step 2: the critique decides *where* the

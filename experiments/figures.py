@@ -6,8 +6,9 @@
 From each task's results.json it writes {task}_sft_curve.svg (the SFT policy's greedy validation
 metrics against its training step) and {task}_ppo_curves.svg (each method's validation metric
 against PPO update, mean over seeds with its 95% band); from the K sweep's, sweep_updates_to_50.svg
-and sweep_updates_to_90.svg (updates to close that share of the gap against K). A results.json that lacks a
-curve is passed over. The HTML report (report.py) draws the same charts inline.
+and sweep_updates_to_90.svg (updates to reach and hold that share of the gap against K); {task}_overopt.svg
+and sweep_overopt_k{K}.svg, the critic's score (gold) and each method's own reward (proxy) against
+sqrt(KL to the SFT policy). A results.json that lacks a curve is passed over. The HTML report (report.py) draws the same charts inline.
 """
 import argparse
 import json
@@ -219,14 +220,19 @@ def write_figures(runs, out):
         if folder == "sweep":
             for q in ("0.5", "0.9"):
                 save(f"sweep_updates_to_{round(float(q) * 100)}.svg", thresholds_svg(results["per_k"], q))
+            for k, per_k in results["per_k"].items():
+                if any(m.get("overopt") for m in per_k["methods"].values()):
+                    save(f"sweep_overopt_k{k}.svg", overopt_svg(per_k["methods"], f"K = {k}", standalone=True))
             continue
         if results.get("sft_training", {}).get("curve"):
             save(f"{folder}_sft_curve.svg", curves_svg(sft_curve_series(results), "validation", x_label="SFT step",
                                                        standalone=True))
         if results.get("methods"):
             primary = get_task(results["task"]).PRIMARY
-            save(f"{folder}_ppo_curves.svg", curves_svg(summarise(results)["methods"], f"validation {primary}",
-                                                        standalone=True))
+            methods = summarise(results)["methods"]
+            save(f"{folder}_ppo_curves.svg", curves_svg(methods, f"validation {primary}", standalone=True))
+            if any(m.get("overopt") for m in methods.values()):
+                save(f"{folder}_overopt.svg", overopt_svg(methods, folder, standalone=True))
     if not found:
         raise ValueError(f"no results.json in {runs}/{{{','.join(TASKS)},sweep}}; run python text2grad.py first")
     return written

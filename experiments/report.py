@@ -324,6 +324,10 @@ def task_section(results):
         curves(sft_curve_series(results), "validation", x_label="SFT step"),
         f"<h3>Learning curves</h3><p>Validation {metric} (mean over seeds, 95% interval shaded) against PPO update.</p>",
         curves(results["methods"], f"validation {metric}"),
+        "<h3>Over-optimisation</h3><p>On validation samples at each point of the curve (mean over seeds): the "
+        "critic's score (gold, solid) and the method's own reward (proxy, dashed), in praised minus blamed tokens, "
+        "against the square root of the KL to the SFT policy.</p>",
+        overopt_svg(results["methods"]),
         "<p>The value head's explained variance, 1 - Var(R - V) / Var(R) over each update's rollout (mean over "
         "seeds): 0 is a value function no better than a constant, 1 a perfect one.</p>",
         curves(explained_variance_series(results), "explained variance"),

@@ -7,7 +7,8 @@ The run (text2grad.py) records each seed's numbers; this file summarises them, a
     summarise(results)          results.json -> the summary (a copy, with these keys added):
         methods[name]           score, ci95: the test metric's mean over seeds and the half-width
                                 of its 95% interval; curve, curve_ci95: the same per point of the
-                                validation curve (in place of the per-seed curves)
+                                validation curve (in place of the per-seed curves); overopt: the
+                                over-optimisation measurement per point, mean over seeds
         paired["a - b"]         a - b seed by seed, its interval and verdict (stats.paired_difference)
         reward_paired[metric]   cot - no_cot span F1 over the reward-model seeds (with 2 or more)
         convergence             the first update at which each method's mean validation curve
@@ -30,7 +31,21 @@ def summarise_methods(methods):
         points = [[u, stats.mean_ci95([curve[k][1] for curve in curves])] for k, (u, *_) in enumerate(curves[0])]
         m["score"], m["ci95"] = stats.mean_ci95(m["scores"])
         m["curve"], m["curve_ci95"] = [[u, mean] for u, (mean, _) in points], [[u, half] for u, (_, half) in points]
+        if isinstance(curves[0][0][-1], dict):  # the over-optimisation measurement, last in every point
+            m["overopt"] = overoptimisation(curves)
         out[name] = m
+    return out
+
+
+def overoptimisation(curves):
+    """The over-optimisation measurement (text2grad.overoptimisation, the last element of each curve
+    point) averaged over the seeds' curves, point by point: [{"update", "proxy", "gold", "kl", "length",
+    "criticised", "sqrt_kl"}], sqrt_kl the square root of the mean KL (clamped at 0)."""
+    out = []
+    for j, p in enumerate(curves[0]):
+        points = [curve[j][-1] for curve in curves]
+        mean = {key: sum(q[key] for q in points) / len(points) for key in points[0]}
+        out.append({"update": p[0], **mean, "sqrt_kl": max(0.0, mean["kl"]) ** 0.5})
     return out
 
 

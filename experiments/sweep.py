@@ -1,6 +1,7 @@
 """The K sweep: where credit assignment decides.
 
     python -m experiments.sweep [--ks 1 2 4 8] [--seeds 5] [--out runs/sweep] [--resume]
+    python -m experiments.sweep --ablation --ks 4 8 --seeds 3 [--out runs/sweep] [--resume]
 
 K is the number of independent flaws per response (data/facts.py: an order note with K facts,
 each restated as a one-word choice the SFT policy gets wrong by habit). A scalar reward is the sum
@@ -10,15 +11,23 @@ over sum-only feedback between sqrt(K) and K in regret (K to K^2 in the updates 
 given level); this sweep measures it in updates.
 
     data -> tokenizer -> one SFT policy (K mixed) -> annotate -> reward models (cot, scalar; K
-    mixed) -> per K: the four METHODS of text2grad.py, GAE lambda chosen on validation, several
-    seeds, test scored at every update -> updates needed to close 50% and 90% of the gap from
-    SFT to the ceiling (every site right), read on the test curves -> ratios scalar / span with
-    intervals over seeds
+    mixed) -> per K: the four METHODS of text2grad.py, GAE lambda chosen on validation (by the
+    last quarter of its curve: where a run ends up, not how fast it rose), several seeds, test
+    scored at every update -> updates needed to reach 50% and 90% of the gap from SFT to the
+    ceiling (every site right) *and hold it* to the end of the budget, read on the test curves
+    -> ratios scalar / span with intervals over seeds
+
+A learned reward is a proxy, and at K = 8 a policy finds what it never saw (RESULTS.md,
+"Over-optimisation"). Every curve point therefore also holds, on validation samples, the critic's
+score (gold), the method's own reward (proxy) and the KL to the SFT policy; and PPO runs with the
+guards of the preset's ppo fields (ppo.shaped_scores). --ablation runs each guard alone and together
+(DEFENCES) for the two learned-reward methods, on validation, which is how the preset's were chosen.
 
 Everything goes into --out: the main run's files for the shared stages (tokenizer.json, sft.pt,
 annotations_*.jsonl, reward_*.pt), one sub-folder k{K} per K with that K's PPO runs (its own
 progress.json, samples_{method}.jsonl, ppo_{method}.pt), results.json, report.html and
-updates_to_90.svg (the updates each method needs to close 90% of the gap, against K).
+updates_to_90.svg (the updates each method needs to close 90% of the gap, against K); with
+--ablation, ablation/k{K}/ (its runs' progress) and ablation.json.
 """
 import argparse
 import copy
@@ -42,10 +51,13 @@ from runstate import (Diverged, Interrupted, Progress, add_run_flags, atomic_sav
 from sft import MAX_NEW_TOKENS, evaluate, primary_score, respond
 
 # Sizes. validation and test are per K; train mixes K. ppo: PPOConfig fields; updates: the PPO budget
-# per K (the same for every method at a K); eval_every 1: the curves' points are every update, so a
-# threshold is located to the update. choose_by "mean": lambda is chosen by the mean of the first
-# seed's validation curve, which rewards getting there sooner (the final scores tie near the
-# ceiling). test_curve: each point also holds the test score, where the thresholds are read.
+# per K (the same for every method at a K), 1.5x what it was before the guards, so that a late
+# collapse would show; eval_every 1: the curves' points are every update, so a threshold is located
+# to the update. choose_by "last_quarter": lambda is chosen by the mean of the last quarter of the
+# first seed's validation curve (the mean over the whole curve chose runs that rose fast and then
+# collapsed). test_curve: each point also holds the test score, where the thresholds are read.
+# overopt_prompts: the validation prompts the over-optimisation measurement samples at every point.
+# ppo's praise and cut_praise: the guards, chosen on validation by --ablation (RESULTS.md).
 # canon=0: the sweep keeps the plain nanoGPT block its RESULTS.md numbers were measured with (the
 # canon layers came later, for qa's look-up; the facts task's sites sit in their own sentences).
 SWEEP_PRESETS = {
@@ -55,7 +67,7 @@ SWEEP_PRESETS = {
                     ppo=dict(batch_size=32, minibatch_size=32, lr=2e-4, beta=0.1, praise_fade_at=40, praise="span",
                              cut_praise=True),
                     updates={1: 18, 2: 24, 4: 30, 8: 36}, eval_every=1, lambdas=(0.5, 0.95),
-                    choose_by="last_quarter", test_curve=True, overopt_prompts=64),
+                    choose_by="last_quarter", test_curve=True, overopt_prompts=32),
     # the test suite's run: every stage in seconds; its numbers mean nothing
     "tiny": dict(train=64, validation=8, test=8, vocab_size=512, sft_steps=10, batch_size=16,
                  lr=3e-3, model=dict(n_layer=1, n_head=2, n_embd=32, block_size=384),
@@ -111,18 +123,6 @@ def thresholds(curves, start, budget, eval_every):
     return out
 
 
-def watched(runs):
-    """The over-optimisation measurement (text2grad.overoptimisation, the last element of each curve
-    point) averaged over the seeds' runs, point by point: [{"update", "proxy", "gold", "kl", "length",
-    "criticised"}], kl the mean KL and sqrt_kl the square root of its mean (clamped at 0)."""
-    out = []
-    for j, p in enumerate(runs[0]["curve"]):
-        points = [run["curve"][j][-1] for run in runs]
-        mean = {key: sum(q[key] for q in points) / len(points) for key in points[0]}
-        out.append({"update": p[0], **mean, "sqrt_kl": max(0.0, mean["kl"]) ** 0.5})
-    return out
-
-
 def ratio(a, b, seed=0):
     """r = mean(a) / mean(b) over paired seeds, with two 95% intervals:
       ci95    the percentile bootstrap over seeds (few seeds make it narrow: 5 seeds have 126
@@ -174,10 +174,8 @@ def sweep_k(k, model, tokenizer, splits, reward_models, preset, seeds, compile, 
         steps[name] = thresholds(curves, sft["test"][facts.PRIMARY], budget, every)
         methods[name]["test_curve"] = [[u, sum(c[j][1] for c in curves) / len(curves)] for j, (u, _) in enumerate(curves[0])]
     for name in t2g.METHODS:  # where each run ended: a policy that games its reward grows long and far from SFT
-        lam = methods[name]["lambda"]
         tests = [progress[f"test/{name}/{s}"] for s in seeds]
-        methods[name]["overopt"] = watched([progress[f"ppo/{name}/lambda{lam}/{s}"] for s in seeds])
-        last = methods[name]["overopt"][-1]
+        last = methods[name]["overopt"][-1]  # summarise_methods averaged it over the seeds
         methods[name].update({f"final_{key}": last[key] for key in ("gold", "proxy", "kl")})
         for key in ("length", "reference_length", "blamed_share"):  # greedy test responses, mean over seeds
             methods[name][f"test_{key}"] = sum(t[key] for t in tests) / len(tests)
@@ -206,9 +204,8 @@ def ablation(k, model, tokenizer, splits, reward_models, preset, seeds, out, arg
     for setting, fields in DEFENCES.items():
         table[setting] = {}
         for name in ABLATION["methods"]:
-            if name == "ppo_scalar":  # no spans: the praise setting does not reach it
-                fields = {**fields, "praise": "token"}
-            config = ppo.PPOConfig(**{**preset["ppo"], **fields, "updates": budget, "lam": ABLATION["lambda"]},
+            spans = {} if name == "text2grad" else {"praise": "token"}  # no spans: the praise setting does not reach it
+            config = ppo.PPOConfig(**{**preset["ppo"], **fields, **spans, "updates": budget, "lam": ABLATION["lambda"]},
                                    max_new_tokens=MAX_NEW_TOKENS)
             key = "-".join(f"{f}={getattr(config, f)}" for f in ("praise", "cut_praise", "kl_target"))
             watch = t2g.overoptimisation(name, facts, tokenizer, validation[:preset["overopt_prompts"]],
