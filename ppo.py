@@ -83,6 +83,11 @@ class PPOConfig:
     praise: str = "token"         # "token": +1 on every praised token (the paper); "span": a praised span
                                   # shares +1 over its tokens, and a repeated one earns nothing (bound_praise)
     cut_praise: bool = False      # a response cut at max_new_tokens (no EOS) keeps no praise (shaped_scores)
+    refresh_every: int = 0        # every this many updates the learned reward model continues training on
+                                  # the policy's own samples, annotated by the critic (text2grad.Refresh); 0: never
+    refresh_samples: int = 32     # rollout responses annotated per refresh (the annotation budget)
+    refresh_steps: int = 20       # training steps per refresh, batches half fresh, half original
+    refresh_lr: float = 5e-4      # their learning rate
     max_ratio: float = 10.0       # skip a minibatch whose mean ratio passes this (the authors use 10)
     compile: bool = False         # torch.compile the hot loss path (--compile)
 
@@ -446,8 +451,8 @@ def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, 
     (warm_up_value; its batch is drawn like an update's). Returns (curve [(update, metric)],
     history [logged dict per update], warmup {explained variance before and after the warm-up}).
     snapshots (runstate.Snapshots): resume from its saved state if there is one (weights,
-    optimizer, KL coefficient, the three random states, curve, history and warm-up), save it as the
-    loop goes."""
+    optimizer, KL coefficient, the three random states, curve, history and warm-up, and the reward's
+    own state when reward_fn has a state_dict), save it as the loop goes."""
     snapshots = snapshots or Snapshots()
     net = parallel.wrap(model)             # the module the PPO step calls; model itself with one process
     rank_seed = seed + 1_000_003 * parallel.rank()  # under torchrun, each rank its own prompts and samples
@@ -457,6 +462,7 @@ def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, 
     optimizer = model.optimizer(config)
     kl_controller = KLController(config.beta, config.kl_target)
     state = snapshots.load()
+    stateful = hasattr(reward_fn, "state_dict")  # a reward that learns as the run goes (text2grad.Refresh)
     if state is None:
         curve, history, start = ([point(0, evaluate(model.gpt))] if evaluate else []), [], 0
         warmup = {}
@@ -476,6 +482,8 @@ def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, 
         cpu_generator.set_state(state["cpu_generator"])
         kl_controller.beta, curve, history, start = state["beta"], [tuple(p) for p in state["curve"]], state["history"], state["step"]
         warmup = state["warmup"]
+        if stateful:
+            reward_fn.load_state_dict(state["reward"])
     bar = tqdm(range(start + 1, config.updates + 1), initial=start, total=config.updates, desc=desc, leave=False,
                disable=not parallel.main_process())
     for update in bar:
@@ -492,6 +500,7 @@ def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, 
         snapshots.step_done(update, lambda: {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                                              "rng": rng.getstate(), "generator": generator.get_state(),
                                              "cpu_generator": cpu_generator.get_state(), "beta": kl_controller.beta,
-                                             "curve": curve, "history": history, "warmup": warmup})
+                                             "curve": curve, "history": history, "warmup": warmup,
+                                             **({"reward": reward_fn.state_dict()} if stateful else {})})
     return curve, history, warmup
 

@@ -267,6 +267,32 @@ def train_reward_model(model, tokenizer, items, steps, batch_size, lr, device, s
     return fit(model, batch_loss, steps, lr, desc=desc, seed=seed, snapshots=snapshots)[0]
 
 
+def encode_sample(tokenizer, prompt, response_ids, annotation):
+    """encode_record's item for a response given as the token ids a policy sampled (which need not be
+    the tokenizer's own encoding of its text), annotated by the critic: the labels land on those ids."""
+    delta, _ = align(tokenizer.decode(response_ids), tokenizer.offsets(response_ids), annotation)
+    return {"prompt": tokenizer.encode(prompt), "response": list(response_ids),
+            "critique": tokenizer.encode(annotation["textual_feedback"])[:MAX_CRITIQUE_TOKENS],
+            "delta": [int(d) for d in delta]}
+
+
+def continue_training(model, tokenizer, fresh, original, steps, batch_size, lr, device, seed, desc="refresh"):
+    """More training of a trained reward model (the refresh, text2grad.Refresh): `steps` steps whose
+    batches are half fresh items (the policy's own samples, annotated by the critic), half the
+    original training items, so it learns what it never saw without forgetting what it knew. The
+    class weights stay those of the first training. Returns the loss per step."""
+    net = parallel.wrap(model)
+    half = batch_size // 2
+
+    def batch_loss(step, rng):
+        batch = [rng.choice(fresh) for _ in range(half)] + rng.sample(original, batch_size - half)
+        ids, critique_targets, span_labels, score_position = collate(tokenizer, batch, model.kind, model.cot, device)
+        scores = torch.tensor([float(sum(item["delta"])) for item in batch], device=device)
+        return net(ids, critique_targets, span_labels, score_position, scores)
+
+    return fit(model, batch_loss, steps, lr, desc=desc, seed=seed)[0]
+
+
 # ---------------------------------------------------------------------------------------------
 # Evaluation
 

@@ -33,7 +33,8 @@ from data import SPLITS, document, get_task, make_splits
 from data.annotations import annotate, read_annotations, read_jsonl
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig, generate
-from reward import RewardModel, encode_splits, evaluate_reward_model, showcase, train_reward_model
+from reward import (RewardModel, continue_training, encode_sample, encode_splits, evaluate_reward_model, showcase,
+                    train_reward_model)
 from runstate import (Diverged, Interrupted, Progress, add_run_flags, atomic_save, check_run_flags, checked,
                       fail, pick_device)
 from sft import (MAX_NEW_TOKENS, evaluate, flaw_rates, mean_metrics, primary_score, respond,
@@ -146,6 +147,56 @@ def reward_function(method, task, tokenizer, examples, reward_models, config=Non
         dense = ppo.shaped_scores(deltas, ids, mask, ended, config)
         return ppo.final_scores(dense.sum(1), mask) if where == "last" else dense
     return scores
+
+
+class Refresh:
+    """A learned reward refreshed on the policy's own samples (iterated RLHF; PRIME updates its reward
+    model online). Called like reward_function's f(indices, tokens, mask): it scores the rollout with
+    the reward model as it is, and at every config.refresh_every-th rollout it scores (the value
+    warm-up's counts) the critic annotates the first config.refresh_samples of its responses, and the
+    model continues training on all the fresh annotations so far (reward.continue_training). The span
+    and the scalar reward model alike: the same annotations feed whichever the method reads.
+    Annotation budget per run: refresh_samples x ((updates + 1) // refresh_every).
+    reward_models[judge] is changed in place: give each run its own copy (method_reward does)."""
+
+    def __init__(self, method, task, tokenizer, examples, reward_models, items, config, seed=0):
+        self.model = reward_models[METHODS[method][0]]
+        self.score = reward_function(method, task, tokenizer, examples, reward_models, config)
+        self.task, self.tokenizer, self.examples, self.items = task, tokenizer, examples, items
+        self.config, self.seed, self.calls, self.fresh = config, seed, 0, []
+
+    def __call__(self, indices, tokens, mask):
+        scores = self.score(indices, tokens, mask)
+        self.calls += 1
+        if self.calls % self.config.refresh_every == 0:
+            n = self.config.refresh_samples
+            for i, ids in zip(indices[:n], response_ids(self.tokenizer, tokens[:n], mask[:n])):
+                annotation = self.task.critique(self.examples[i], self.tokenizer.decode(ids))
+                self.fresh.append(encode_sample(self.tokenizer, self.examples[i].prompt, ids, annotation))
+            continue_training(self.model, self.tokenizer, self.fresh, self.items, self.config.refresh_steps, n,
+                              self.config.refresh_lr, next(self.model.parameters()).device,
+                              self.seed * 1000 + self.calls, desc=f"refresh {self.model.kind} reward model")
+        return scores
+
+    def state_dict(self):
+        return {"model": self.model.state_dict(), "fresh": self.fresh, "calls": self.calls}
+
+    def load_state_dict(self, state):
+        self.model.load_state_dict(state["model"])
+        self.fresh, self.calls = state["fresh"], state["calls"]
+
+
+def method_reward(method, task, tokenizer, examples, reward_models, config, items=None, seed=0):
+    """(reward, the reward models it reads) for one PPO run of `method`: reward_function's, or with
+    config.refresh_every a Refresh over the run's own copy of its learned reward model (items: the
+    reward models' training items, which the refresh keeps mixing in)."""
+    judge = METHODS[method][0]
+    if not config.refresh_every or judge not in reward_models:
+        return reward_function(method, task, tokenizer, examples, reward_models, config), reward_models
+    if items is None:
+        raise ValueError("refreshing a reward model needs its training items")
+    own = {**reward_models, judge: copy.deepcopy(reward_models[judge])}
+    return Refresh(method, task, tokenizer, examples, own, items, config, seed), own
 
 
 def ended_with_eos(tokenizer, tokens, mask):
@@ -337,7 +388,8 @@ def choice_score(curve, choose_by):
     raise ValueError(f"unknown choose_by {choose_by!r}; use 'final', 'last_quarter' or 'mean'")
 
 
-def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, preset, seeds, compile, out, progress):
+def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, preset, seeds, compile, out, progress,
+              reward_items=None):
     """Every method of METHODS from the SFT policy, each run a stage of its own for --resume:
       1. GAE lambda: one run per lambda of preset["lambdas"] at the first seed; the method keeps the
          lambda whose final validation score is highest (the first of equals, in grid order), or,
@@ -360,11 +412,12 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
 
     watched = validation[:preset.get("overopt_prompts", 64)]
 
-    def validation_score(name):
+    def validation_score(name, run_models):
         """The curve's point for method `name`: validation, with preset["test_curve"] the test score
         beside it (the K sweep reads its thresholds there; nothing is chosen by it), and last the
-        over-optimisation measurement on the first overopt_prompts validation prompts (overoptimisation)."""
-        watch = overoptimisation(name, task, tokenizer, watched, reward_models, policy, config, seed=1)
+        over-optimisation measurement on the first overopt_prompts validation prompts (overoptimisation),
+        whose proxy is the run's reward models as they are at that point."""
+        watch = overoptimisation(name, task, tokenizer, watched, run_models, policy, config, seed=1)
 
         def point(gpt):
             score = primary_score(task, gpt, tokenizer, validation)
@@ -380,9 +433,10 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         run_config = replace(config, lam=lam)
         model = ppo.ActorCritic(copy.deepcopy(policy), run_config.detach_value)
         snapshots = progress.snapshots(f"ppo_{name}_lambda{lam}_{seed}")
+        reward, run_models = method_reward(name, task, tokenizer, train, reward_models, run_config, reward_items, seed)
         curve, logged, warmup = ppo.train(
-            model, policy, prompts, reward_function(name, task, tokenizer, train, reward_models, config),
-            tokenizer.eos_id, tokenizer.pad_id, run_config, seed=seed, evaluate=validation_score(name),
+            model, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, run_config, seed=seed,
+            evaluate=validation_score(name, run_models),
             eval_every=preset["eval_every"], desc=f"ppo {name} lambda {lam} seed {seed}", snapshots=snapshots)
         save_checkpoint(os.path.join(out, f"ppo_{name}_lambda{lam}_seed{seed}.pt"), model.gpt, tokenizer, config.updates)
         snapshots.clear()
@@ -506,7 +560,8 @@ def run(args):
 
     seeds = [args.seed + k for k in range(args.seeds)]
     results["methods"], results["ppo_history"], results["lambda_grid"] = ppo_stage(
-        task, model, tokenizer, splits, reward_models, results["sft"], preset, seeds, args.compile, args.out, progress)
+        task, model, tokenizer, splits, reward_models, results["sft"], preset, seeds, args.compile, args.out, progress,
+        encoded["train"])
 
     start = time.time()
     if "showcase" not in progress:

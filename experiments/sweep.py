@@ -67,7 +67,7 @@ SWEEP_PRESETS = {
                     ppo=dict(batch_size=32, minibatch_size=32, lr=2e-4, beta=0.1, praise_fade_at=40, praise="span",
                              cut_praise=True),
                     updates={1: 18, 2: 24, 4: 30, 8: 36}, eval_every=1, lambdas=(0.5, 0.95),
-                    choose_by="last_quarter", test_curve=True, overopt_prompts=32),
+                    choose_by="last_quarter", test_curve=True, overopt_prompts=64),
     # the test suite's run: every stage in seconds; its numbers mean nothing
     "tiny": dict(train=64, validation=8, test=8, vocab_size=512, sft_steps=10, batch_size=16,
                  lr=3e-3, model=dict(n_layer=1, n_head=2, n_embd=32, block_size=384),
@@ -82,12 +82,14 @@ THRESHOLDS = (0.5, 0.9)  # the share of the gap from SFT to the ceiling closed
 # The guards against a gamed reward (ppo.PPOConfig fields), each alone and together, for the ablation
 # (--ablation): the same guards for both learned-reward methods; what does not apply to a method (the
 # scalar reward model has no spans to bound) leaves its run the same, and the same run is not repeated.
-DEFENCES = {"paper": {"praise": "token", "cut_praise": False, "kl_target": None},
-            "cut": {"praise": "token", "cut_praise": True, "kl_target": None},
-            "span": {"praise": "span", "cut_praise": False, "kl_target": None},
-            "kl": {"praise": "token", "cut_praise": False, "kl_target": 6.0},
-            "cut+span": {"praise": "span", "cut_praise": True, "kl_target": None},
-            "cut+span+kl": {"praise": "span", "cut_praise": True, "kl_target": 6.0}}
+DEFENCES = {"paper": {"praise": "token", "cut_praise": False, "kl_target": None, "refresh_every": 0},
+            "cut": {"praise": "token", "cut_praise": True, "kl_target": None, "refresh_every": 0},
+            "span": {"praise": "span", "cut_praise": False, "kl_target": None, "refresh_every": 0},
+            "kl": {"praise": "token", "cut_praise": False, "kl_target": 6.0, "refresh_every": 0},
+            "refresh": {"praise": "token", "cut_praise": False, "kl_target": None, "refresh_every": 4},
+            "cut+span": {"praise": "span", "cut_praise": True, "kl_target": None, "refresh_every": 0},
+            "cut+span+kl": {"praise": "span", "cut_praise": True, "kl_target": 6.0, "refresh_every": 0},
+            "cut+span+refresh": {"praise": "span", "cut_praise": True, "kl_target": None, "refresh_every": 4}}
 ABLATION = {"methods": ("ppo_scalar", "text2grad"), "lambda": 0.95, "points": 4}  # curve points after update 0
 
 
@@ -149,7 +151,7 @@ def growth(a, b, a1, b1, seed=0):
     return {"growth": stat(range(len(a))), "ci95": list(stats.bootstrap_ci95(len(a), stat, seed=seed))}
 
 
-def sweep_k(k, model, tokenizer, splits, reward_models, preset, seeds, compile, out, args):
+def sweep_k(k, model, tokenizer, splits, reward_models, items, preset, seeds, compile, out, args):
     """The four methods at one K, in out/k{K} (its own progress.json); returns that K's results."""
     folder = os.path.join(out, f"k{k}")
     os.makedirs(folder, exist_ok=True)
@@ -164,7 +166,7 @@ def sweep_k(k, model, tokenizer, splits, reward_models, preset, seeds, compile, 
     sft = progress["evaluate"]
     k_preset = {**preset, "ppo": {**preset["ppo"], "updates": preset["updates"][k]}}
     methods, _, grid = t2g.ppo_stage(facts, model, tokenizer, splits, reward_models, sft, k_preset, seeds,
-                                     compile, folder, progress)
+                                     compile, folder, progress, items)
     methods = summarise_methods(methods)
     budget, every, steps = preset["updates"][k], preset["eval_every"], {}
     for name in t2g.METHODS:
@@ -189,7 +191,7 @@ def sweep_k(k, model, tokenizer, splits, reward_models, preset, seeds, compile, 
             "time_s": sum(progress.time(stage) for stage in progress.done)}
 
 
-def ablation(k, model, tokenizer, splits, reward_models, preset, seeds, out, args):
+def ablation(k, model, tokenizer, splits, reward_models, items, preset, seeds, out, args):
     """Each setting of DEFENCES at one K, for the learned-reward methods, at GAE lambda ABLATION["lambda"],
     on validation only (the defaults are chosen here; the test split is not read). Returns
     {setting: {method: {"score", "gold", "proxy", "kl", "length", "criticised" (means over seeds of the
@@ -208,18 +210,19 @@ def ablation(k, model, tokenizer, splits, reward_models, preset, seeds, out, arg
             config = ppo.PPOConfig(**{**preset["ppo"], **fields, **spans, "updates": budget, "lam": ABLATION["lambda"]},
                                    max_new_tokens=MAX_NEW_TOKENS)
             key = "-".join(f"{f}={getattr(config, f)}" for f in ("praise", "cut_praise", "kl_target"))
-            watch = t2g.overoptimisation(name, facts, tokenizer, validation[:preset["overopt_prompts"]],
-                                         reward_models, model, config, seed=1)
+            key += f"-refresh_every={config.refresh_every}" if config.refresh_every else ""
             runs = []
             for seed in seeds:
                 stage, start = f"{name}/{key}/{seed}", time.time()
                 if stage not in progress:
                     actor = ppo.ActorCritic(copy.deepcopy(model), config.detach_value)
                     snapshots = progress.snapshots(f"ablation_{name}_{key}_{seed}")
+                    reward, run_models = t2g.method_reward(name, facts, tokenizer, splits["train"], reward_models,
+                                                           config, items, seed)
+                    watch = t2g.overoptimisation(name, facts, tokenizer, validation[:preset["overopt_prompts"]],
+                                                 run_models, model, config, seed=1)
                     curve, _, _ = ppo.train(
-                        actor, model, prompts, t2g.reward_function(name, facts, tokenizer, splits["train"], reward_models,
-                                                                   config),
-                        tokenizer.eos_id, tokenizer.pad_id, config, seed=seed,
+                        actor, model, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, config, seed=seed,
                         evaluate=lambda gpt: (primary_score(facts, gpt, tokenizer, validation), watch(gpt)),
                         eval_every=max(1, budget // ABLATION["points"]), desc=f"K={k} {setting}: {name} seed {seed}",
                         snapshots=snapshots)
@@ -312,7 +315,8 @@ def run(args):
     seeds = [args.seed + j for j in range(args.seeds)]
     if args.ablation:
         tables = {str(k): ablation(k, model, tokenizer, {"train": [e for e in train if facts.count_sites(e.prompt) == k],
-                                                        **per_k[k]}, reward_models, preset, seeds, args.out, args)
+                                                        **per_k[k]}, reward_models, encoded["train"], preset, seeds,
+                                   args.out, args)
                   for k in args.ks}
         atomic_save(json.dumps({"preset": args.preset, "seeds": seeds, "defences": DEFENCES, **ABLATION,
                                 "per_k": tables}, indent=2), path("ablation.json"))
@@ -321,8 +325,8 @@ def run(args):
     results["per_k"] = {}
     for k in args.ks:
         results["per_k"][str(k)] = sweep_k(k, model, tokenizer, {"train": [e for e in train if facts.count_sites(e.prompt) == k],
-                                                                 **per_k[k]}, reward_models, preset, seeds,
-                                           compile, args.out, args)
+                                                                 **per_k[k]}, reward_models, encoded["train"], preset,
+                                           seeds, compile, args.out, args)
     results["seeds"] = seeds
     if 1 in args.ks:  # each ratio against its K = 1 value: the part that grows with the sites to tell apart
         steps = lambda k, name, q: results["per_k"][str(k)]["thresholds"][name][str(q)]["per_seed"]

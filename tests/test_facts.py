@@ -210,16 +210,16 @@ def test_the_defence_ablation_runs_each_guard_where_it_applies(tmp_path):
     table = json.loads((out / "ablation.json").read_text())["per_k"]["1"]
     assert set(table) == set(sweep.DEFENCES)
     runs = json.loads((out / "ablation" / "k1" / "progress.json").read_text())["done"]
-    # Text2Grad runs every distinct setting (6); the scalar reward has no spans, so its span settings are
-    # the same runs as their token twins (4), each run once
+    # Text2Grad runs every distinct setting (8); the scalar reward has no spans, so its span settings are
+    # the same runs as their token twins (paper, cut, kl, cut+kl, refresh, cut+refresh: 6), each run once
     keys = {name: {stage.split("/")[1] for stage in runs if stage.startswith(name + "/")} for name in sweep.ABLATION["methods"]}
-    assert len(keys["text2grad"]) == len(sweep.DEFENCES) == 6 and len(keys["ppo_scalar"]) == 4
+    assert len(keys["text2grad"]) == len(sweep.DEFENCES) == 8 and len(keys["ppo_scalar"]) == 6
     assert all("praise=token" in key for key in keys["ppo_scalar"])
-    assert sum("praise=span" in key for key in keys["text2grad"]) == 3
+    assert sum("praise=span" in key for key in keys["text2grad"]) == 4
     for setting, fields in sweep.DEFENCES.items():  # each row reads its own runs
-        assert table[setting]["text2grad"]["per_seed"] == [
-            runs[f"text2grad/praise={fields['praise']}-cut_praise={fields['cut_praise']}-kl_target={fields['kl_target']}/0"]
-            ["value"]["curve"][-1][1]]
+        key = f"praise={fields['praise']}-cut_praise={fields['cut_praise']}-kl_target={fields['kl_target']}"
+        key += f"-refresh_every={fields['refresh_every']}" if fields["refresh_every"] else ""
+        assert table[setting]["text2grad"]["per_seed"] == [runs[f"text2grad/{key}/0"]["value"]["curve"][-1][1]]
 
 
 def test_bad_k_is_one_line(capsys):

@@ -178,3 +178,38 @@ def test_overoptimisation_measures_kl_gold_and_proxy(setup):
             lp = [torch.log_softmax(m(context)[1][0, -1].double(), -1)[row[t]].item() for m in (other, policy)]
             kl += lp[0] - lp[1]
     assert measure(other)["kl"] == pytest.approx(kl / len(chosen), abs=1e-4)
+
+
+def test_refresh_scores_first_then_learns_the_critics_labels_of_the_policys_samples(setup):
+    examples, tokenizer = setup
+    torch.manual_seed(0)
+    gpt = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=256, n_layer=1, n_head=2, n_embd=32))
+    scalar = RewardModel(gpt, "scalar")
+    original = [{"prompt": tokenizer.encode(e.prompt), "response": tokenizer.encode(e.reference),
+                 "critique": [], "delta": [0] * len(tokenizer.encode(e.reference))} for e in examples[:8]]
+    config = ppo.PPOConfig(refresh_every=2, refresh_samples=4, refresh_steps=3, refresh_lr=1e-2)
+    reward, own = text2grad.method_reward("ppo_scalar", facts, tokenizer, examples, {"scalar": scalar}, config,
+                                          original, seed=0)
+    assert own["scalar"] is not scalar  # the run's own copy; the shared model is never trained
+    before = {k: v.clone() for k, v in scalar.state_dict().items()}
+    responses = [examples[i].demonstration for i in range(5)]  # flawed: the critic blames their defaults
+    tokens, mask = as_batch(tokenizer, responses)
+    first = reward(list(range(5)), tokens, mask)  # call 1: no refresh
+    assert reward.fresh == [] and all(torch.equal(v, own["scalar"].state_dict()[k]) for k, v in before.items())
+    weights = {k: v.clone() for k, v in own["scalar"].state_dict().items()}
+    second = reward(list(range(5)), tokens, mask)  # call 2: scored with the model as it was, then refreshed
+    assert torch.equal(first, second)
+    assert not all(torch.equal(v, own["scalar"].state_dict()[k]) for k, v in weights.items())
+    assert all(torch.equal(v, scalar.state_dict()[k]) for k, v in before.items())
+    # the first refresh_samples responses, labelled by the critic on the sampled ids: blame where it blames
+    assert len(reward.fresh) == 4
+    critic = text2grad.reward_function("oracle", facts, tokenizer, examples, {})(list(range(4)), tokens[:4], mask[:4])
+    for row, item in enumerate(reward.fresh):
+        n = len(item["response"])
+        assert item["response"] == tokens[row, :n].tolist() and item["delta"] == critic[row, :n].int().tolist()
+        assert item["prompt"] == tokenizer.encode(examples[row].prompt)
+    # its state goes into the PPO snapshot: a new Refresh loaded with it is the same
+    again, _ = text2grad.method_reward("ppo_scalar", facts, tokenizer, examples, {"scalar": scalar}, config, original)
+    again.load_state_dict(reward.state_dict())
+    assert again.calls == 2 and again.fresh == reward.fresh
+    assert all(torch.equal(v, own["scalar"].state_dict()[k]) for k, v in again.model.state_dict().items())
