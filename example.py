@@ -4,15 +4,18 @@
     python example.py --task code --index 2
 
 The task's critic reads the response and writes a critique with good and poor spans; align.py turns
-the spans into delta_t, one per token. PPO's reward is r_t = delta_t - beta KL_t on every token
-(Text2Grad), or the same scores summed onto the last token (scalar PPO). GAE turns rewards into
+the spans into delta_t, one per token. PPO's reward is r_t = score_t - beta KL_t on every token
+(Text2Grad), or the same scores summed onto the last token (scalar PPO), where score_t is delta_t
+through the guards against a gamed reward (ppo.shaped_scores): a blamed token scores -1, a praised
+span shares +1 over its tokens (the paper gives each praised token +1; a policy learns to make
+praised phrases long and repeat them, RESULTS.md, "Over-optimisation"). GAE turns rewards into
 advantages, A_t = sum_l (gamma lambda)^l (r_{t+l} + gamma V_{t+l+1} - V_{t+l}), and A_t is what
 multiplies grad log pi(y_t) in the policy gradient: the table shows where each method's gradient
 lands. At the first update the policy is the reference, so KL_t = 0; V is taken as 0 here (before
 the value head has learned anything), so A_t is the reward-to-go discounted by lambda: with lambda
 0 it is r_t itself, with lambda 0.95 every later reward counts too. Training also whitens A over the
 batch, which changes its scale and offset, not which tokens it singles out.
-The functions are the ones PPO runs (ppo.dense_scores, final_scores, token_rewards,
+The functions are the ones PPO runs (ppo.shaped_scores, final_scores, token_rewards,
 compute_advantages); the tokenizer is trained here on a few hundred examples, in seconds.
 """
 import argparse
@@ -39,7 +42,7 @@ def walk_through(task, example, tokenizer, lambdas=LAMBDAS):
     mask = torch.ones(1, len(ids) + 1)  # the response tokens and the EOS that ends them
     ended = torch.tensor([True])
     zeros = torch.zeros(1, len(ids) + 1)  # log pi = log pi_ref at the first update: KL_t = 0
-    dense = ppo.dense_scores([delta], mask, config.praise_fade_at)
+    dense = ppo.shaped_scores([delta], [ids], mask, ended, config)
     placed = {"text2grad": dense, "ppo_scalar": ppo.final_scores(dense.sum(1), mask)}
     columns = {}
     for name, scores in placed.items():
@@ -70,8 +73,9 @@ def main(argv=None):
     print(f"prompt:    {example.prompt}\nresponse:  {example.demonstration}\nreference: {example.reference}\n"
           f"critique:  {critique['textual_feedback']}\ngood spans {critique['good_spans']}, "
           f"poor spans {critique['poor_spans']}\n")
-    print("r_t = delta_t - beta KL_t (KL_t = 0 at the first update; a positive delta_t is weighted by\n"
-          "sigmoid((40 - t) / 4), which fades from ~1 to 0 around token 40); A_t by GAE with gamma 1 and V = 0")
+    print("r_t = score_t - beta KL_t (KL_t = 0 at the first update; a praised span of n tokens scores 1/n on each,\n"
+          "weighted by sigmoid((40 - t) / 4), which fades from ~1 to 0 around token 40); A_t by GAE with gamma 1\n"
+          "and V = 0")
     print(f"{'':>16} {'':>5} | {'Text2Grad':^26} | {'scalar PPO':^26}")
     print(f"{'token':>16} {'delta':>5} | {'r_t':>6} {'A_t, l=0':>9} {'l=0.95':>9} | {'r_t':>6} {'A_t, l=0':>9} {'l=0.95':>9}")
     for row in rows:

@@ -80,10 +80,12 @@ class PPOConfig:
     kl_target: float = None       # adaptive beta (Ziegler et al.) aiming at this KL per response; None: fixed
     missing_eos_penalty: float = 1.0  # subtracted from the last token's reward when no EOS was sampled
     praise_fade_at: int = 40      # response position where praise has faded to half (length_weight)
-    praise: str = "token"         # "token": +1 on every praised token (the paper); "span": a praised span
-                                  # shares +1 over its tokens, and a repeated one earns nothing (bound_praise)
-    cut_praise: bool = False      # a response cut at max_new_tokens (no EOS) keeps no praise (shaped_scores)
-    refresh_every: int = 0        # every this many updates the learned reward model continues training on
+    # The guards against a gamed reward, chosen on the K sweep's validation prompts (RESULTS.md,
+    # "Over-optimisation"); the paper's setting is praise "token", cut_praise False, refresh_every 0.
+    praise: str = "span"          # "span": a praised span shares +1 over its tokens, and a repeated one earns
+                                  # nothing (bound_praise); "token": +1 on every praised token (the paper)
+    cut_praise: bool = True       # a response cut at max_new_tokens (no EOS) keeps no praise (shaped_scores)
+    refresh_every: int = 4        # every this many rollouts the learned reward model continues training on
                                   # the policy's own samples, annotated by the critic (text2grad.Refresh); 0: never
     refresh_samples: int = 32     # rollout responses annotated per refresh (the annotation budget)
     refresh_steps: int = 20       # training steps per refresh, batches half fresh, half original

@@ -79,7 +79,7 @@ PRESETS = {
                  sft_steps=20, batch_size=16, lr=3e-3, sft_eval_every=10, pretrain_steps=10,
                  model=dict(n_layer=1, n_head=2, n_embd=32, block_size=512),
                  samples_per_prompt=1, reward_steps=5, reward_lr=2e-3,
-                 ppo=dict(updates=2, batch_size=8, minibatch_size=8, lr=3e-5), eval_every=1,
+                 ppo=dict(updates=2, batch_size=8, minibatch_size=8, lr=3e-5, refresh_every=2), eval_every=1,
                  lambdas=(0.0, 0.95)),
 }
 
@@ -128,7 +128,7 @@ def reward_function(method, task, tokenizer, examples, reward_models, config=Non
     if judge == "scalar" and where != "last":
         raise ValueError(f"{method}: the scalar reward model has one score per response; it can only land on the last token")
     prompts = [tokenizer.encode(e.prompt) for e in examples]
-    config = config or ppo.PPOConfig(praise_fade_at=None)
+    config = config or ppo.PPOConfig(praise_fade_at=None, praise="token", cut_praise=False)
 
     def scores(indices, tokens, mask):
         ids, ended, mask = response_ids(tokenizer, tokens, mask), ended_with_eos(tokenizer, tokens, mask), mask.float()

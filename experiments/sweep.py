@@ -57,15 +57,14 @@ from sft import MAX_NEW_TOKENS, evaluate, primary_score, respond
 # first seed's validation curve (the mean over the whole curve chose runs that rose fast and then
 # collapsed). test_curve: each point also holds the test score, where the thresholds are read.
 # overopt_prompts: the validation prompts the over-optimisation measurement samples at every point.
-# ppo's praise and cut_praise: the guards, chosen on validation by --ablation (RESULTS.md).
+# The guards against a gamed reward are PPOConfig's defaults, chosen on validation by --ablation (RESULTS.md).
 # canon=0: the sweep keeps the plain nanoGPT block its RESULTS.md numbers were measured with (the
 # canon layers came later, for qa's look-up; the facts task's sites sit in their own sentences).
 SWEEP_PRESETS = {
     "default": dict(train=4000, validation=100, test=100, vocab_size=512, sft_steps=1500, batch_size=32,
                     lr=3e-3, model=dict(n_layer=2, n_head=4, n_embd=96, block_size=384, canon=0),
                     samples_per_prompt=2, reward_steps=1200, reward_lr=2e-3,
-                    ppo=dict(batch_size=32, minibatch_size=32, lr=2e-4, beta=0.1, praise_fade_at=40, praise="span",
-                             cut_praise=True),
+                    ppo=dict(batch_size=32, minibatch_size=32, lr=2e-4, beta=0.1, praise_fade_at=40),
                     updates={1: 18, 2: 24, 4: 30, 8: 36}, eval_every=1, lambdas=(0.5, 0.95),
                     choose_by="last_quarter", test_curve=True, overopt_prompts=64),
     # the test suite's run: every stage in seconds; its numbers mean nothing

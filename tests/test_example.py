@@ -17,9 +17,20 @@ def test_walk_through_matches_a_loop(task_name):
     critique, rows = example.walk_through(task, flawed, tokenizer)
     assert critique["poor_spans"] and any(row["delta"] == -1 for row in rows)  # the flaw is blamed
     assert rows[-1]["token"] == "<|eos|>" and "".join(row["token"] for row in rows[:-1]) == flawed.demonstration
-    # Text2Grad: r_t = delta_t, a positive one times sigmoid((40 - t) / 4); the EOS earns 0
+    # Text2Grad: a blamed token -1; a praised span (a run of +1s) 1/n on each of its n tokens, nothing if
+    # the same tokens were praised before, times sigmoid((40 - t) / 4); the EOS earns 0
     weight = [1 / (1 + math.exp(-(40 - t) / 4)) for t in range(len(rows))]
-    r = [row["delta"] * (weight[t] if row["delta"] > 0 else 1.0) for t, row in enumerate(rows)]
+    r, seen, t = [float(min(row["delta"], 0)) for row in rows], set(), 0
+    while t < len(rows):
+        end = t
+        while end < len(rows) and rows[end]["delta"] == 1:
+            end += 1
+        if end > t:
+            span = tuple(row["token"] for row in rows[t:end])
+            for j in range(t, end):
+                r[j] = (0.0 if span in seen else 1 / (end - t)) * weight[j]
+            seen.add(span)
+        t = max(end, t + 1)
     # scalar PPO: the sum of those on the EOS, 0 elsewhere
     scalar = [0.0] * (len(rows) - 1) + [sum(r)]
     for name, rewards in (("text2grad", r), ("ppo_scalar", scalar)):
