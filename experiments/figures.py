@@ -151,7 +151,8 @@ def sft_curve_series(results):
 
 
 def thresholds_svg(per_k, q, width=700, height=300):
-    """Mean updates to close q of the gap from SFT to the ceiling against K (K on a log2 axis), one
+    """Mean updates to close q of the gap from SFT to the ceiling and hold it to the end of the budget
+    (sweep.thresholds) against K (K on a log2 axis), one
     line per method, each point with its 95% interval over seeds; <polyline class="threshold"> each.
     A stand-alone SVG (fonts and legend inside it), so the sweep also writes it to a file."""
     ks = sorted(per_k, key=int)
@@ -164,7 +165,7 @@ def thresholds_svg(per_k, q, width=700, height=300):
     Y = lambda v: top + (y1 - v) / y1 * (height - top - bottom)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
              f'font-family="system-ui, sans-serif" font-size="12" '
-             f'aria-label="updates to close {float(q):.0%} of the gap against K">',
+             f'aria-label="updates to close {float(q):.0%} of the gap and hold it, against K">',
              f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>'
              f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" fill="none" stroke="#ccc"/>']
     for v in range(0, y1 + 1, step):

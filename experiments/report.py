@@ -353,9 +353,10 @@ def sweep_section(results):
            "<p>K is the number of independent sites per response, each a one-word choice the SFT policy gets wrong "
            "by habit. Scalar rewards sum the K verdicts onto the last token; span rewards put each verdict on its "
            "own tokens. Below: how many PPO updates each method needs to close a share of the gap from the SFT "
-           "policy to every site right (on the test curves, mean over seeds, 95% interval), against K.</p>"]
+           "policy to every site right and hold it to the end of the budget (on the test curves, mean over "
+           "seeds, 95% interval; a run that never holds it counts as the budget plus one), against K.</p>"]
     for q in (str(t) for t in (0.5, 0.9)):
-        out += [f"<h3>Updates to close {float(q):.0%} of the gap</h3>", thresholds_svg(per_k, q)]
+        out += [f"<h3>Updates to close {float(q):.0%} of the gap and hold it</h3>", thresholds_svg(per_k, q)]
     out.append("<h3>Ratios of updates needed</h3><p>Mean updates of the scalar method over mean updates of the span "
                "method, seeds paired; in brackets the percentile bootstrap over seeds, then the delta-method t "
                "interval (wider with 5 seeds).</p>")
