@@ -34,6 +34,37 @@ def colour(name, names):
 
 
 
+def frame(x0, x1, ys, width, height, standalone, label):
+    """What the line charts share: the x range [x0, x1], a y range padded 5% around the values ys, the
+    margins (a legend's room under a stand-alone chart), the <svg> opening (aria-label `label`, already
+    escaped) and the plot's box. Returns (X, Y, y0, y1, parts, (left, right, top, bottom)), X and Y
+    mapping data to pixels."""
+    y0, y1 = min(ys), max(ys)
+    pad = max(1e-3, 0.05 * (y1 - y0))
+    y0, y1 = y0 - pad, y1 + pad
+    left, right, top, bottom = 56, 16, 12, 62 if standalone else 40
+    X = lambda u: left + (u - x0) / (x1 - x0) * (width - left - right)
+    Y = lambda v: top + (y1 - v) / (y1 - y0) * (height - top - bottom)
+    font = ' font-family="sans-serif" font-size="12"' if standalone else ""
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"{font} '
+             f'role="img" aria-label="{label}">',
+             f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>'
+             f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
+             f'fill="none" stroke="#ccc"/>']
+    return X, Y, y0, y1, parts, (left, right, top, bottom)
+
+
+def legend_under(names, left, right, width, height):
+    """A stand-alone chart's legend, one swatch and label per series along its bottom edge."""
+    parts = []
+    for k, n in enumerate(names):
+        x = left + k * (width - left - right) / max(1, len(names))
+        parts.append(f'<line x1="{x:.1f}" x2="{x + 20:.1f}" y1="{height - 10}" y2="{height - 10}" '
+                     f'stroke="{colour(n, names)}" stroke-width="2"/><text x="{x + 24:.1f}" y="{height - 6}">'
+                     f'{LABELS.get(n, escape(n))}</text>')
+    return parts
+
+
 def curves_svg(methods, metric, width=640, height=300, x_label="PPO update", standalone=False):
     """Mean curve per series (a PPO method, or an SFT metric) with its 95% band; one <polyline
     class="curve"> each. methods:
@@ -47,18 +78,9 @@ def curves_svg(methods, metric, width=640, height=300, x_label="PPO update", sta
     highs = [m + h for n in names for _, m, h in points[n]]
     if not xs:
         return '<p class="note">no curves in this results.json</p>'
-    x0, x1 = min(xs), max(max(xs), min(xs) + 1)
-    y0, y1 = min(lows), max(highs)
-    pad = max(1e-3, 0.05 * (y1 - y0))
-    y0, y1 = y0 - pad, y1 + pad
-    left, right, top, bottom = 56, 16, 12, 62 if standalone else 40
-    X = lambda u: left + (u - x0) / (x1 - x0) * (width - left - right)
-    Y = lambda v: top + (y1 - v) / (y1 - y0) * (height - top - bottom)
-    font = ' font-family="sans-serif" font-size="12"' if standalone else ""
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"{font} '
-             f'role="img" aria-label="{escape(metric)} against {escape(x_label)}">',
-             f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
-             f'fill="none" stroke="#ccc"/>']
+    X, Y, y0, y1, parts, (left, right, top, bottom) = frame(
+        min(xs), max(max(xs), min(xs) + 1), lows + highs, width, height, standalone,
+        f"{escape(metric)} against {escape(x_label)}")
     for k in range(5):  # y grid and labels
         v = y0 + (y1 - y0) * k / 4
         parts.append(f'<line x1="{left}" x2="{width - right}" y1="{Y(v):.1f}" y2="{Y(v):.1f}" stroke="#eee"/>'
@@ -80,11 +102,7 @@ def curves_svg(methods, metric, width=640, height=300, x_label="PPO update", sta
             parts.append(f'<circle cx="{X(u):.1f}" cy="{Y(m):.1f}" r="3" fill="{stroke}"><title>'
                          f'{LABELS.get(n, escape(n))}, {escape(x_label)} {u}: {m:.4f} ± {h:.4f}</title></circle>')
     if standalone:
-        for k, n in enumerate(names):
-            x = left + k * (width - left - right) / max(1, len(names))
-            parts.append(f'<line x1="{x:.1f}" x2="{x + 20:.1f}" y1="{height - 10}" y2="{height - 10}" '
-                         f'stroke="{colour(n, names)}" stroke-width="2"/><text x="{x + 24:.1f}" y="{height - 6}">'
-                         f'{LABELS.get(n, escape(n))}</text>')
+        parts += legend_under(names, left, right, width, height)
     parts.append("</svg>")
     return "".join(parts)
 
@@ -102,18 +120,8 @@ def overopt_svg(methods, title="", width=640, height=300, standalone=False):
     xs = [p["sqrt_kl"] for n in names for p in methods[n]["overopt"]]
     ys = [p[key] for n in names for p in methods[n]["overopt"] for key in (("gold", "proxy") if judged(n) else ("gold",))]
     x0, x1 = 0.0, max(max(xs), 1e-3)
-    y0, y1 = min(ys), max(ys)
-    pad = max(1e-3, 0.05 * (y1 - y0))
-    y0, y1 = y0 - pad, y1 + pad
-    left, right, top, bottom = 56, 16, 12, 62 if standalone else 40
-    X = lambda v: left + (v - x0) / (x1 - x0) * (width - left - right)
-    Y = lambda v: top + (y1 - v) / (y1 - y0) * (height - top - bottom)
-    font = ' font-family="sans-serif" font-size="12"' if standalone else ""
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"{font} role="img" '
-             f'aria-label="gold and proxy reward against the square root of KL {escape(title)}">',
-             f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>'
-             f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
-             f'fill="none" stroke="#ccc"/>']
+    X, Y, y0, y1, parts, (left, right, top, bottom) = frame(
+        x0, x1, ys, width, height, standalone, f"gold and proxy reward against the square root of KL {escape(title)}")
     for k in range(5):
         v, u = y0 + (y1 - y0) * k / 4, x0 + (x1 - x0) * k / 4
         parts.append(f'<line x1="{left}" x2="{width - right}" y1="{Y(v):.1f}" y2="{Y(v):.1f}" stroke="#eee"/>'
@@ -134,11 +142,7 @@ def overopt_svg(methods, title="", width=640, height=300, standalone=False):
                              f'{LABELS.get(n, escape(n))}, update {p["update"]}: {key} {p[key]:.3f}, '
                              f'sqrt(KL) {p["sqrt_kl"]:.3f}</title></circle>')
     if standalone:
-        for k, n in enumerate(names):
-            x = left + k * (width - left - right) / max(1, len(names))
-            parts.append(f'<line x1="{x:.1f}" x2="{x + 20:.1f}" y1="{height - 10}" y2="{height - 10}" '
-                         f'stroke="{colour(n, names)}" stroke-width="2"/><text x="{x + 24:.1f}" y="{height - 6}">'
-                         f'{LABELS.get(n, escape(n))}</text>')
+        parts += legend_under(names, left, right, width, height)
     parts.append("</svg>")
     return "".join(parts)
 
