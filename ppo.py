@@ -176,6 +176,11 @@ def final_scores(values, mask):
     return scores * mask
 
 
+def ended_with_eos(tokens, mask, eos_id):
+    """(B,) True where a sampled response has its EOS, False where it was cut at max_new_tokens."""
+    return ((tokens == eos_id) & mask.bool()).any(1)
+
+
 @torch.no_grad()
 def response_logprobs(gpt, prompts, tokens, mask, pad_id, temperature=1.0):
     """log pi(y_t | x, y_<t) (B, N) of given responses under gpt, one full forward pass; prompts: B
@@ -346,7 +351,7 @@ def score_responses(model, reference, prompts, tokens, mask, eos_id, pad_id, con
     logprobs, entropy = policy_path(logits, tokens, temperature)
     ref_logits = reference.lm_head(reference.hidden_states(ids, attention_mask)[:, start:start + N])
     ref_logprobs = reference_path(ref_logits, tokens, temperature)
-    ended = ((tokens == eos_id) & mask.bool()).any(1)  # (B,) the response has its EOS
+    ended = ended_with_eos(tokens, mask, eos_id)
     mask = mask.float()
     return {"ids": ids, "ended": ended, "attention_mask": attention_mask, "start": start, "tokens": tokens, "mask": mask,
             "logprobs": logprobs * mask, "ref_logprobs": ref_logprobs * mask, "values": values * mask,

@@ -131,7 +131,7 @@ def reward_function(method, task, tokenizer, examples, reward_models, config=Non
     config = config or ppo.PPOConfig(praise_fade_at=None, praise="token", cut_praise=False)
 
     def scores(indices, tokens, mask):
-        ids, ended, mask = response_ids(tokenizer, tokens, mask), ended_with_eos(tokenizer, tokens, mask), mask.float()
+        ids, ended, mask = response_ids(tokenizer, tokens, mask), ppo.ended_with_eos(tokens, mask, tokenizer.eos_id), mask.float()
         batch_prompts = [prompts[i] for i in indices]
         if judge == "scalar":
             values = torch.tensor(reward_models["scalar"].predict(tokenizer, batch_prompts, ids))
@@ -197,11 +197,6 @@ def method_reward(method, task, tokenizer, examples, reward_models, config, item
         raise ValueError("refreshing a reward model needs its training items")
     own = {**reward_models, judge: copy.deepcopy(reward_models[judge])}
     return Refresh(method, task, tokenizer, examples, own, items, config, seed), own
-
-
-def ended_with_eos(tokenizer, tokens, mask):
-    """(B,) True where a sampled response has its EOS, False where it was cut at the length limit."""
-    return ((tokens == tokenizer.eos_id) & mask.bool()).any(1)
 
 
 def overoptimisation(method, task, tokenizer, examples, reward_models, reference, config, seed=0):
