@@ -83,6 +83,11 @@ PRESETS = {
                  lambdas=(0.0, 0.95)),
 }
 
+# How praise is paid in PPO (PPOConfig.praise, the guards' one per-task setting; --praise overrides it):
+# "span" pays each distinct praised phrase +1 once, "token" pays every praised token +1 (the paper).
+# Each task's is chosen on its own validation prompts (RESULTS.md, "With the guards").
+PRAISE = {"summarize": "span", "code": "span", "qa": "span"}
+
 # ---------------------------------------------------------------------------------------------
 # The methods compared, and where each one's reward lands
 
@@ -486,16 +491,18 @@ def run(args):
     """The experiment on one task. Each stage is recorded in progress.json when it finishes; with
     --resume, finished stages are loaded from their files instead of run again, and a training
     loop that was stopped continues from its snapshot."""
-    preset = PRESETS[args.preset]
-    device = parallel.init(pick_device(args.device))  # under torchrun: this rank's device
     task = get_task(args.task)
+    praise = args.praise or PRAISE[task.NAME]
+    preset = {**PRESETS[args.preset], "ppo": {**PRESETS[args.preset]["ppo"], "praise": praise}}
+    device = parallel.init(pick_device(args.device))  # under torchrun: this rank's device
     given_annotations = checked(read_annotations, args.annotations) if args.annotations else None  # before any work
     os.makedirs(args.out, exist_ok=True)
     progress = Progress(args.out, {"task": task.NAME, "preset": args.preset, "seed": args.seed,
-                                   "annotations": args.annotations, "reward_start": args.reward_start},
+                                   "annotations": args.annotations, "reward_start": args.reward_start,
+                                   "praise": praise},
                         args.resume, args.checkpoint_every)
     results = {"task": task.NAME, "preset": args.preset, "seed": args.seed, "device": device,
-               "reward_start": args.reward_start}
+               "reward_start": args.reward_start, "praise": praise}
     path = lambda name: os.path.join(args.out, name)
 
     splits, demonstrations = experiment_splits(task, preset, args.seed)
@@ -605,6 +612,9 @@ def main(argv=None):
     parser.add_argument("--reward-seeds", type=int, default=1, help="train the span reward models (cot and no_cot) "
                         "with this many seeds, to compare them beyond seed-to-seed variation; PPO uses the first "
                         "(default 1)")
+    parser.add_argument("--praise", choices=["token", "span"], help="how PPO pays praise: +1 on every praised "
+                        "token (the paper) or +1 once per distinct praised phrase; default: the task's, chosen on "
+                        "validation (PRAISE)")
     add_run_flags(parser)
     args = check_run_flags(parser.parse_args(argv))
     if args.reward_seeds < 1:
