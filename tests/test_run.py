@@ -87,6 +87,20 @@ def test_reward_models_from_a_trunk_trained_on_the_references(tmp_path):
         text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--out", str(tmp_path), "--resume"])
 
 
+def test_praise_reaches_every_ppo_run_and_resume_checks_it(tmp_path, monkeypatch):
+    seen, train = [], text2grad.ppo.train
+    def spy(*args, **kwargs):  # ppo.train(model, policy, prompts, reward, eos_id, pad_id, config, ...)
+        seen.append(args[6].praise)
+        return train(*args, **kwargs)
+    monkeypatch.setattr(text2grad.ppo, "train", spy)
+    other = {"token": "span", "span": "token"}[text2grad.PRAISE["code"]]  # not the task's default
+    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--praise", other, "--out", str(tmp_path)])
+    assert json.loads((tmp_path / "code" / "results.json").read_text())["praise"] == other
+    assert len(seen) == len(text2grad.METHODS) * len(text2grad.PRESETS["tiny"]["lambdas"]) and set(seen) == {other}
+    with pytest.raises(SystemExit):  # resuming with the default would mix two kinds of PPO run
+        text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--out", str(tmp_path), "--resume"])
+
+
 def test_every_run_writes_a_report(run_all):
     metrics = {task: set(json.loads((run_all / task / "results.json").read_text())["sft"]["test"]) for task in TASKS}
     for task in TASKS:
