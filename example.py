@@ -6,9 +6,11 @@
 The task's critic reads the response and writes a critique with good and poor spans; align.py turns
 the spans into delta_t, one per token. PPO's reward is r_t = score_t - beta KL_t on every token
 (Text2Grad), or the same scores summed onto the last token (scalar PPO), where score_t is delta_t
-through the guards against a gamed reward (ppo.shaped_scores): a blamed token scores -1, a praised
-span shares +1 over its tokens (the paper gives each praised token +1; a policy learns to make
-praised phrases long and repeat them, RESULTS.md, "Over-optimisation"). GAE turns rewards into
+through the guards against a gamed reward (ppo.shaped_scores): a blamed token scores -1; praise is
+paid as the experiment pays it on this task (text2grad.PRAISE): +1 on each praised token (the
+paper's way; summarize), or +1 per praised phrase, shared over its tokens (code and qa; where the
+learned reward is gamed, a policy learns to make praised phrases long and repeat them, RESULTS.md,
+"Over-optimisation"). GAE turns rewards into
 advantages, A_t = sum_l (gamma lambda)^l (r_{t+l} + gamma V_{t+l+1} - V_{t+l}), and A_t is what
 multiplies grad log pi(y_t) in the policy gradient: the table shows where each method's gradient
 lands. At the first update the policy is the reference, so KL_t = 0; V is taken as 0 here (before
@@ -26,19 +28,21 @@ import ppo
 from align import align
 from data import get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
+from text2grad import PRAISE
 
 LAMBDAS = (0.0, 0.95)  # the ends of the experiment's grid; 0.95 is the paper's
 
 
-def walk_through(task, example, tokenizer, lambdas=LAMBDAS):
+def walk_through(task, example, tokenizer, lambdas=LAMBDAS, praise=None):
     """(critique, rows): the critic's annotation of example.demonstration, and per response token
     (the EOS last, with delta 0) its text, delta_t, then for each method ("text2grad", "ppo_scalar")
-    r_t and A_t at each GAE lambda: row["r_text2grad"], row["A_text2grad_0.95"], ..."""
+    r_t and A_t at each GAE lambda: row["r_text2grad"], row["A_text2grad_0.95"], ...
+    praise "token" or "span" (PPOConfig.praise); None: the task's, PRAISE[task.NAME]."""
     response = example.demonstration
     ids = tokenizer.encode(response)
     critique = task.critique(example, response)
     delta, _ = align(response, tokenizer.offsets(ids), critique)
-    config = ppo.PPOConfig()
+    config = ppo.PPOConfig(praise=praise or PRAISE[task.NAME])
     mask = torch.ones(1, len(ids) + 1)  # the response tokens and the EOS that ends them
     ended = torch.tensor([True])
     zeros = torch.zeros(1, len(ids) + 1)  # log pi = log pi_ref at the first update: KL_t = 0
@@ -73,7 +77,8 @@ def main(argv=None):
     print(f"prompt:    {example.prompt}\nresponse:  {example.demonstration}\nreference: {example.reference}\n"
           f"critique:  {critique['textual_feedback']}\ngood spans {critique['good_spans']}, "
           f"poor spans {critique['poor_spans']}\n")
-    print("r_t = score_t - beta KL_t (KL_t = 0 at the first update; a praised span of n tokens scores 1/n on each,\n"
+    paid = {"token": "a praised token scores +1", "span": "a praised span of n tokens scores 1/n on each"}
+    print(f"r_t = score_t - beta KL_t (KL_t = 0 at the first update; {paid[PRAISE[task.NAME]]},\n"
           "weighted by sigmoid((40 - t) / 4), which fades from ~1 to 0 around token 40); A_t by GAE with gamma 1\n"
           "and V = 0")
     print(f"{'':>16} {'':>5} | {'Text2Grad':^26} | {'scalar PPO':^26}")

@@ -8,19 +8,23 @@ from data import get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
 
 
-@pytest.mark.parametrize("task_name", ["summarize", "code"])
-def test_walk_through_matches_a_loop(task_name):
+@pytest.mark.parametrize("task_name,praise", [("summarize", "token"), ("summarize", "span"), ("code", "span")])
+def test_walk_through_matches_a_loop(task_name, praise):
     task = get_task(task_name)
     examples = make_splits(task, {"train": 200, "validation": 1, "test": 1}, seed=0)["train"]
     flawed = next(e for e in examples if e.flaws)
     tokenizer = Tokenizer.train(training_texts(task, examples), 512)
-    critique, rows = example.walk_through(task, flawed, tokenizer)
+    critique, rows = example.walk_through(task, flawed, tokenizer, praise=praise)
     assert critique["poor_spans"] and any(row["delta"] == -1 for row in rows)  # the flaw is blamed
     assert rows[-1]["token"] == "<|eos|>" and "".join(row["token"] for row in rows[:-1]) == flawed.demonstration
-    # Text2Grad: a blamed token -1; a praised span (a run of +1s) 1/n on each of its n tokens, nothing if
-    # the same tokens were praised before, times sigmoid((40 - t) / 4); the EOS earns 0
+    # Text2Grad: a blamed token -1; a praised token +1 ("token"), or a praised span (a run of +1s) 1/n
+    # on each of its n tokens, nothing if the same tokens were praised before ("span"); praise times
+    # sigmoid((40 - t) / 4); the EOS earns 0
     weight = [1 / (1 + math.exp(-(40 - t) / 4)) for t in range(len(rows))]
     r, seen, t = [float(min(row["delta"], 0)) for row in rows], set(), 0
+    if praise == "token":
+        r = [row["delta"] * (weight[t] if row["delta"] > 0 else 1.0) for t, row in enumerate(rows)]
+        t = len(rows)  # no span loop
     while t < len(rows):
         end = t
         while end < len(rows) and rows[end]["delta"] == 1:
