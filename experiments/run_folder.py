@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from checkpoint import load_checkpoint
 from data import get_task
 from runstate import fail
-from text2grad import PRESETS, REWARD_MODELS, experiment_splits
+from text2grad import PRAISE, PRESETS, REWARD_MODELS, experiment_splits
 
 
 @dataclass
 class Run:
     folder: str
     task: object          # the data/ module of the run's task
-    preset: dict          # text2grad.PRESETS[the run's preset]
+    preset: dict          # text2grad.PRESETS[the run's preset], its "ppo" with the run's praise
     seed: int             # the run's --seed
     splits: dict          # {"train", "validation", "test"}: lists of examples
     policy: object        # the SFT policy (model.GPT)
@@ -43,6 +43,8 @@ def read_run(folder, device):
         fail(f"{folder} has not finished its reward models ({', '.join(missing)} missing); run or --resume "
              f"python text2grad.py first")
     task, preset = get_task(identity["task"]), PRESETS[identity["preset"]]
+    # the praise the run's PPO paid (--praise); a folder from before the flag: the task's default
+    preset = {**preset, "ppo": {**preset["ppo"], "praise": identity.get("praise") or PRAISE[task.NAME]}}
     splits, _ = experiment_splits(task, preset, identity["seed"])
     policy, tokenizer, _ = load_checkpoint(os.path.join(folder, "sft.pt"), device)
     reward_models = {name: load_checkpoint(os.path.join(folder, f"reward_{name}.pt"), device, tokenizer)[0]

@@ -1,7 +1,7 @@
 """The K sweep: where credit assignment decides.
 
     python -m experiments.sweep [--ks 1 2 4 8] [--seeds 5] [--out runs/sweep] [--resume]
-    python -m experiments.sweep --ablation --ks 4 8 --seeds 3 [--out runs/sweep] [--resume]
+    python -m experiments.sweep --ablation --ks 1 4 8 --seeds 3 [--out runs/sweep] [--resume]
 
 K is the number of independent flaws per response (data/facts.py: an order note with K facts,
 each restated as a one-word choice the SFT policy gets wrong by habit). A scalar reward is the sum

@@ -45,6 +45,17 @@ def test_walk_through_matches_a_loop(task_name, praise):
             assert row[f"A_{name}_0.95"] == pytest.approx(to_go, abs=1e-4)
 
 
+def test_walk_through_pays_praise_as_the_tasks_run_does():
+    task = get_task("summarize")
+    examples = make_splits(task, {"train": 200, "validation": 1, "test": 1}, seed=0)["train"]
+    flawed = next(e for e in examples if e.flaws)
+    tokenizer = Tokenizer.train(training_texts(task, examples), 512)
+    default = example.walk_through(task, flawed, tokenizer)[1]
+    assert default == example.walk_through(task, flawed, tokenizer, praise=example.PRAISE["summarize"])[1]
+    other = {"token": "span", "span": "token"}[example.PRAISE["summarize"]]
+    assert default != example.walk_through(task, flawed, tokenizer, praise=other)[1]
+
+
 def test_command_shows_the_first_flawed_demonstration_and_its_critique(capsys):
     example.main(["--task", "summarize"])
     out = capsys.readouterr().out

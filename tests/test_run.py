@@ -15,6 +15,7 @@ import pytest
 
 import text2grad
 from experiments import credit_landing, critique_check, report, value_heads
+from experiments.run_folder import read_run
 from test_report import Page
 
 TASKS = ("summarize", "code", "qa")
@@ -87,6 +88,12 @@ def test_reward_models_from_a_trunk_trained_on_the_references(tmp_path):
         text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--out", str(tmp_path), "--resume"])
 
 
+def test_a_run_pays_praise_as_its_task_does_by_default(run_all):
+    for task in TASKS:
+        assert json.loads((run_all / task / "results.json").read_text())["praise"] == text2grad.PRAISE[task]
+        assert read_run(str(run_all / task), "cpu").preset["ppo"]["praise"] == text2grad.PRAISE[task]
+
+
 def test_praise_reaches_every_ppo_run_and_resume_checks_it(tmp_path, monkeypatch):
     seen, train = [], text2grad.ppo.train
     def spy(*args, **kwargs):  # ppo.train(model, policy, prompts, reward, eos_id, pad_id, config, ...)
@@ -97,6 +104,7 @@ def test_praise_reaches_every_ppo_run_and_resume_checks_it(tmp_path, monkeypatch
     text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--praise", other, "--out", str(tmp_path)])
     assert json.loads((tmp_path / "code" / "results.json").read_text())["praise"] == other
     assert len(seen) == len(text2grad.METHODS) * len(text2grad.PRESETS["tiny"]["lambdas"]) and set(seen) == {other}
+    assert read_run(str(tmp_path / "code"), "cpu").preset["ppo"]["praise"] == other  # what the studies re-run with
     with pytest.raises(SystemExit):  # resuming with the default would mix two kinds of PPO run
         text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--out", str(tmp_path), "--resume"])
 
