@@ -6,7 +6,7 @@
 The task's critic reads the response and writes a critique with good and poor spans; align.py turns
 the spans into delta_t, one per token. PPO's reward is r_t = score_t - beta KL_t on every token
 (Text2Grad), or the same scores summed onto the last token (scalar PPO), where score_t is delta_t
-through the guards against a gamed reward (ppo.shaped_scores): a blamed token scores -1; praise is
+through the guards against a gamed reward (guards.shaped_scores): a blamed token scores -1; praise is
 paid as the experiment pays it on this task (text2grad.PRAISE): +1 on each praised token (the
 paper's way; summarize), or +1 per praised phrase, shared over its tokens (code and qa; where the
 learned reward is gamed, a policy learns to make praised phrases long and repeat them, RESULTS.md,
@@ -17,13 +17,14 @@ lands. At the first update the policy is the reference, so KL_t = 0; V is taken 
 the value head has learned anything), so A_t is the reward-to-go discounted by lambda: with lambda
 0 it is r_t itself, with lambda 0.95 every later reward counts too. Training also whitens A over the
 batch, which changes its scale and offset, not which tokens it singles out.
-The functions are the ones PPO runs (ppo.shaped_scores, final_scores, token_rewards,
+The functions are the ones PPO runs (guards.shaped_scores, ppo.final_scores, token_rewards,
 compute_advantages); the tokenizer is trained here on a few hundred examples, in seconds.
 """
 import argparse
 
 import torch
 
+import guards
 import ppo
 from align import align
 from data import get_task, make_splits
@@ -46,7 +47,7 @@ def walk_through(task, example, tokenizer, lambdas=LAMBDAS, praise=None):
     mask = torch.ones(1, len(ids) + 1)  # the response tokens and the EOS that ends them
     ended = torch.tensor([True])
     zeros = torch.zeros(1, len(ids) + 1)  # log pi = log pi_ref at the first update: KL_t = 0
-    dense = ppo.shaped_scores([delta], [ids], mask, ended, config)
+    dense = guards.shaped_scores([delta], [ids], mask, ended, config)
     placed = {"text2grad": dense, "ppo_scalar": ppo.final_scores(dense.sum(1), mask)}
     columns = {}
     for name, scores in placed.items():

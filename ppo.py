@@ -5,7 +5,7 @@ One PPO iteration on a batch of prompts:
                the policy's log-probs (pi_old), the frozen reference's log-probs and the values;
   2. reward    r_t = score_t - beta * KL_t, where score_t is the reward model's delta_t on every
                token (Text2Grad) or one score on the last real token (standard RLHF PPO); the
-               guards against a gamed reward (shaped_scores) bound what praise can earn;
+               guards against a gamed reward (guards.py) bound what praise can earn;
   3. GAE       A_t = sum_l (gamma*lambda)^l (r_{t+l} + gamma V(t+l+1) - V(t+l)), returns = A + V;
   4. update    a few epochs of minibatches of the clipped surrogate plus the value loss.
 The "natural-language gradient" is nothing more than step 2: the critique decides *where* the
@@ -79,14 +79,14 @@ class PPOConfig:
     kl_estimator: str = "k1"      # "k1": log pi - log pi_ref;  "k3": exp(-k1) - 1 + k1, never negative
     kl_target: float = None       # adaptive beta (Ziegler et al.) aiming at this KL per response; None: fixed
     missing_eos_penalty: float = 1.0  # subtracted from the last token's reward when no EOS was sampled
-    praise_fade_at: int = 40      # response position where praise has faded to half (length_weight)
+    praise_fade_at: int = 40      # response position where praise has faded to half (guards.length_weight)
     # The guards against a gamed reward, chosen on the K sweep's validation prompts (RESULTS.md,
     # "Over-optimisation"); the paper's setting is praise "token", cut_praise False, refresh_every 0.
     praise: str = "span"          # "span": a praised span shares +1 over its tokens, and a repeated one earns
-                                  # nothing (bound_praise); "token": +1 on every praised token (the paper)
-    cut_praise: bool = True       # a response cut at max_new_tokens (no EOS) keeps no praise (shaped_scores)
+                                  # nothing (guards.bound_praise); "token": +1 on every praised token (the paper)
+    cut_praise: bool = True       # a response cut at max_new_tokens (no EOS) keeps no praise (guards.shaped_scores)
     refresh_every: int = 4        # every this many rollouts the learned reward model continues training on
-                                  # the policy's own samples, annotated by the critic (text2grad.Refresh); 0: never
+                                  # the policy's own samples, annotated by the critic (guards.Refresh); 0: never
     refresh_samples: int = 32     # rollout responses annotated per refresh (the annotation budget)
     refresh_steps: int = 20       # training steps per refresh, batches half fresh, half original
     refresh_lr: float = 5e-4      # their learning rate
@@ -108,64 +108,6 @@ def masked_whiten(x, mask, eps=1e-8):
 
 # ---------------------------------------------------------------------------------------------
 # Rewards and advantages
-
-def dense_scores(deltas, mask, praise_fade_at=None):
-    """Text2Grad: one delta per response token (lists, EOS excluded) -> scores (B, N); the EOS and
-    padding score 0.
-
-    The guard against reward farming: dense +1 rewards would pay a policy to ramble on with praised
-    phrases, so with praise_fade_at a positive delta at position t is scaled by length_weight
-    (~1 well before praise_fade_at, 1/2 there, ~0 a dozen tokens after it; the authors do the same
-    with a sigmoid length weight). Blame never fades. The scalar baseline needs no such guard: its one score already
-    counts the blamed tokens of a long response."""
-    scores = torch.zeros(mask.shape)  # filled on the host, then one copy to the device
-    for i, delta in enumerate(deltas):
-        n = min(len(delta), scores.shape[1])
-        scores[i, :n] = torch.tensor(delta[:n], dtype=torch.float)
-    scores = scores.to(mask.device)
-    if praise_fade_at is not None:
-        scores = torch.where(scores > 0, scores * length_weight(scores.shape[1], praise_fade_at, scores.device), scores)
-    return scores * mask
-
-
-def bound_praise(delta, tokens):
-    """Praise that cannot grow with length (praise "span"). One response's deltas and token ids ->
-    its scores (floats): each praised span, a maximal run of positive deltas, shares +1 over its
-    tokens (a span of n tokens pays 1/n per token), and a span whose token ids repeat an earlier
-    praised span of the response pays 0. Blame keeps -1 per token.
-    Where this departs from the paper: there every praised token earns +1, so a longer praised
-    phrase, or the same praised clause said twice, pays more, and a policy optimising a learned
-    reward finds that out (RESULTS.md, "Over-optimisation"). Here praise counts phrases, once each;
-    blame still grows with the blamed tokens, so rambling never pays."""
-    scores, seen, t = [float(d) for d in delta], set(), 0
-    while t < len(delta):
-        if delta[t] <= 0:
-            t += 1
-            continue
-        end = t
-        while end < len(delta) and delta[end] > 0:
-            end += 1
-        span = tuple(tokens[t:end])
-        scores[t:end] = [0.0 if span in seen else 1.0 / (end - t)] * (end - t)
-        seen.add(span)
-        t = end
-    return scores
-
-
-def shaped_scores(deltas, responses, mask, ended, config):
-    """Text2Grad's scores (B, N) from a delta per response token, with the guards config switches on:
-      praise "span"   bound_praise: one unit per distinct praised phrase, not one per token;
-      cut_praise      a response cut at the length limit (ended (B,) False) keeps its blame and no praise;
-      praise_fade_at  praise fades past that position (dense_scores).
-    deltas, responses: B lists (deltas, token ids) of the responses, EOS excluded."""
-    if config.praise == "span":
-        deltas = [bound_praise(d, r) for d, r in zip(deltas, responses)]
-    elif config.praise != "token":
-        raise ValueError(f"unknown praise {config.praise!r}; use 'token' or 'span'")
-    if config.cut_praise:
-        deltas = [d if end else [min(x, 0) for x in d] for d, end in zip(deltas, ended.tolist())]
-    return dense_scores(deltas, mask, config.praise_fade_at)
-
 
 def final_scores(values, mask):
     """Standard RLHF: one score per response on its last real token (the EOS when one was sampled),
@@ -212,13 +154,6 @@ def kl_penalty(logprobs, ref_logprobs, estimator):
     if estimator == "k3":
         return torch.expm1(-k1) + k1
     raise ValueError(f"unknown KL estimator {estimator!r}; use 'k1' or 'k3'")
-
-
-def length_weight(N, fade_at, device=None):
-    """w_t = sigmoid((fade_at - t) / 4) for response positions t = 0..N-1: ~1 well before fade_at,
-    1/2 at it, ~0 a dozen tokens after it."""
-    t = torch.arange(N, dtype=torch.float, device=device)
-    return torch.sigmoid((fade_at - t) / 4)
 
 
 def token_rewards(scores, logprobs, ref_logprobs, mask, ended, beta, config):
@@ -375,7 +310,7 @@ def warm_up_on_samples(model, optimizer, reference, prompts, indices, reward_fn,
 
 def ppo_iteration(model, optimizer, batch, scores, kl_controller, config, generator=None):
     """Rewards, advantages and config.epochs epochs of minibatch updates on one scored batch.
-    scores (B, N) from dense_scores or final_scores. Returns a dict of logged means:
+    scores (B, N) from guards.shaped_scores or final_scores. Returns a dict of logged means:
       reward          sum_t r_t per response (scores, length weight, KL and EOS penalties)
       score           sum_t score_t per response (what the reward model said)
       kl_ref          sum_t KL_t per response, the estimator config.kl_estimator

@@ -277,7 +277,7 @@ def encode_sample(tokenizer, prompt, response_ids, annotation):
 
 
 def continue_training(model, tokenizer, fresh, original, steps, batch_size, lr, device, seed, desc="refresh"):
-    """More training of a trained reward model (the refresh, text2grad.Refresh): `steps` steps whose
+    """More training of a trained reward model (the refresh, guards.Refresh): `steps` steps whose
     batches are half fresh items (the policy's own samples, annotated by the critic), half the
     original training items, so it learns what it never saw without forgetting what it knew. The
     class weights stay those of the first training. Returns the loss per step."""

@@ -25,6 +25,7 @@ from dataclasses import replace
 
 import torch
 
+import guards
 import parallel
 import ppo
 from align import align
@@ -33,7 +34,7 @@ from data import SPLITS, document, get_task, make_splits
 from data.annotations import annotate, read_annotations, read_jsonl
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig, generate
-from reward import (RewardModel, continue_training, encode_sample, encode_splits, evaluate_reward_model, showcase,
+from reward import (RewardModel, encode_splits, evaluate_reward_model, showcase,
                     train_reward_model)
 from runstate import (Diverged, Interrupted, Progress, add_run_flags, atomic_save, check_run_flags, checked,
                       fail, pick_device)
@@ -125,7 +126,7 @@ def reward_function(method, task, tokenizer, examples, reward_models, config=Non
             "critic"  the task's own critic, its spans aligned to the sampled tokens
             "scalar"  the scalar reward model: one number per response, trained on sum_t delta_t
       where "every"   score_t = delta_t on every response token, through the guards of config
-                      (ppo.shaped_scores: praise bounded per phrase, none for a cut response, faded
+                      (guards.shaped_scores: praise bounded per phrase, none for a cut response, faded
                       past praise_fade_at)
             "last"    the same scores summed, sum_t score_t, on the last real token, 0 elsewhere
                       (ppo.final_scores): the same information in one number. The scalar reward
@@ -153,51 +154,14 @@ def reward_function(method, task, tokenizer, examples, reward_models, config=Non
                       for i, text, r in zip(indices, texts, ids)]
         else:
             _, deltas = reward_models[judge].predict(tokenizer, batch_prompts, ids)
-        dense = ppo.shaped_scores(deltas, ids, mask, ended, config)
+        dense = guards.shaped_scores(deltas, ids, mask, ended, config)
         return ppo.final_scores(dense.sum(1), mask) if where == "last" else dense
     return scores
 
 
-class Refresh:
-    """A learned reward refreshed on the policy's own samples (iterated RLHF; PRIME updates its reward
-    model online). Called like reward_function's f(indices, tokens, mask): it scores the rollout with
-    the reward model as it is, and at every config.refresh_every-th rollout it scores (the value
-    warm-up's counts) the critic annotates the first config.refresh_samples of its responses, and the
-    model continues training on all the fresh annotations so far (reward.continue_training). The span
-    and the scalar reward model alike: the same annotations feed whichever the method reads.
-    Annotation budget per run: refresh_samples x ((updates + 1) // refresh_every).
-    reward_models[judge] is changed in place: give each run its own copy (method_reward does)."""
-
-    def __init__(self, method, task, tokenizer, examples, reward_models, items, config, seed=0):
-        self.model = reward_models[METHODS[method][0]]
-        self.score = reward_function(method, task, tokenizer, examples, reward_models, config)
-        self.task, self.tokenizer, self.examples, self.items = task, tokenizer, examples, items
-        self.config, self.seed, self.calls, self.fresh = config, seed, 0, []
-
-    def __call__(self, indices, tokens, mask):
-        scores = self.score(indices, tokens, mask)
-        self.calls += 1
-        if self.calls % self.config.refresh_every == 0:
-            n = self.config.refresh_samples
-            for i, ids in zip(indices[:n], response_ids(self.tokenizer, tokens[:n], mask[:n])):
-                annotation = self.task.critique(self.examples[i], self.tokenizer.decode(ids))
-                self.fresh.append(encode_sample(self.tokenizer, self.examples[i].prompt, ids, annotation))
-            continue_training(self.model, self.tokenizer, self.fresh, self.items, self.config.refresh_steps, n,
-                              self.config.refresh_lr, next(self.model.parameters()).device,
-                              self.seed * 1000 + self.calls, desc=f"refresh {self.model.kind} reward model")
-        return scores
-
-    def state_dict(self):
-        return {"model": self.model.state_dict(), "fresh": self.fresh, "calls": self.calls}
-
-    def load_state_dict(self, state):
-        self.model.load_state_dict(state["model"])
-        self.fresh, self.calls = state["fresh"], state["calls"]
-
-
 def method_reward(method, task, tokenizer, examples, reward_models, config, items=None, seed=0):
     """(reward, the reward models it reads) for one PPO run of `method`: reward_function's, or with
-    config.refresh_every a Refresh over the run's own copy of its learned reward model (items: the
+    config.refresh_every a guards.Refresh over the run's own copy of its learned reward model (items: the
     reward models' training items, which the refresh keeps mixing in)."""
     judge = METHODS[method][0]
     if not config.refresh_every or judge not in reward_models:
@@ -205,7 +169,8 @@ def method_reward(method, task, tokenizer, examples, reward_models, config, item
     if items is None:
         raise ValueError("refreshing a reward model needs its training items")
     own = {**reward_models, judge: copy.deepcopy(reward_models[judge])}
-    return Refresh(method, task, tokenizer, examples, own, items, config, seed), own
+    score = reward_function(method, task, tokenizer, examples, own, config)
+    return guards.Refresh(score, own[judge], task, tokenizer, examples, items, config, seed), own
 
 
 def overoptimisation(method, task, tokenizer, examples, reward_models, reference, config, seed=0):

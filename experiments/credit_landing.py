@@ -20,6 +20,7 @@ from dataclasses import replace
 
 import torch
 
+import guards
 import ppo
 from align import align
 from experiments import stats
@@ -69,7 +70,7 @@ def credit_landing(task, policy, tokenizer, splits, reward_for, lambdas, ppo_fie
     index = torch.tensor(probe, dtype=torch.long, device=tokens.device)
     tokens, mask = tokens[index], mask[index]
     prompts, examples = [prompts[i] for i in probe], [examples[i] for i in probe]
-    gold = ppo.dense_scores([labels[i] for i in probe], mask.float())  # critic's delta, EOS 0
+    gold = guards.dense_scores([labels[i] for i in probe], mask.float())  # critic's delta, EOS 0
     text = mask.float() * (tokens != tokenizer.eos_id)                  # response tokens, EOS excluded
     groups = {"poor": text * (gold < 0), "good": text * (gold > 0), "neutral": text * (gold == 0)}
     result = {"responses": len(probe), "tokens": {g: int(m.sum().item()) for g, m in groups.items()},

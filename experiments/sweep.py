@@ -20,7 +20,7 @@ given level); this sweep measures it in updates.
 A learned reward is a proxy, and at K = 8 a policy finds what it never saw (RESULTS.md,
 "Over-optimisation"). Every curve point therefore also holds, on validation samples, the critic's
 score (gold), the method's own reward (proxy) and the KL to the SFT policy; and PPO runs with the
-guards of the preset's ppo fields (ppo.shaped_scores). --ablation runs each guard alone and together
+guards of the preset's ppo fields (guards.shaped_scores). --ablation runs each guard alone and together
 (DEFENCES) for the two learned-reward methods, on validation, which is how the preset's were chosen.
 
 Everything goes into --out: the main run's files for the shared stages (tokenizer.json, sft.pt,

@@ -1,8 +1,9 @@
-"""The guards against a gamed reward (ppo.shaped_scores, the sweep's defaults) and the over-optimisation
+"""The guards against a gamed reward (guards.shaped_scores, the sweep's defaults) and the over-optimisation
 measurement (text2grad.overoptimisation), against hand-worked numbers."""
 import pytest
 import torch
 
+import guards
 import ppo
 import text2grad
 from data import facts
@@ -57,9 +58,9 @@ class Praising:
 def test_bound_praise_hand_worked():
     delta = [1, 1, 0, -1, 1, 1, 1, 0, 1, 1]
     tokens = [5, 6, 0, 7, 8, 9, 10, 0, 5, 6]  # the last span repeats the first one's tokens
-    assert ppo.bound_praise(delta, tokens) == pytest.approx([0.5, 0.5, 0, -1, 1 / 3, 1 / 3, 1 / 3, 0, 0, 0])
+    assert guards.bound_praise(delta, tokens) == pytest.approx([0.5, 0.5, 0, -1, 1 / 3, 1 / 3, 1 / 3, 0, 0, 0])
     # blame is left per token; a praised span of one token pays 1
-    assert ppo.bound_praise([-1, -1, 1], [1, 2, 3]) == [-1.0, -1.0, 1.0]
+    assert guards.bound_praise([-1, -1, 1], [1, 2, 3]) == [-1.0, -1.0, 1.0]
 
 
 def test_a_repeated_praised_clause_does_not_raise_text2grads_return(setup):
@@ -90,7 +91,7 @@ def test_a_truncated_response_keeps_its_blame_and_no_praise_and_ends_there(setup
     cut = ppo.PPOConfig(praise="token", cut_praise=True, praise_fade_at=None, missing_eos_penalty=1.0)
     mask = torch.ones(1, 3)
     ended = torch.tensor([False])  # three tokens, the limit reached without an EOS
-    scores = ppo.shaped_scores([[1, -1, 1]], [[4, 5, 6]], mask, ended, cut)
+    scores = guards.shaped_scores([[1, -1, 1]], [[4, 5, 6]], mask, ended, cut)
     assert scores.tolist() == [[0, -1, 0]]
     zero = torch.zeros(1, 3)
     rewards = ppo.token_rewards(scores, zero, zero, mask, ended, 0.0, cut)
@@ -105,7 +106,7 @@ def test_a_truncated_response_keeps_its_blame_and_no_praise_and_ends_there(setup
     assert returns[0].tolist() == pytest.approx([-0.625, -1.45, -1.0])
     # the same response with its EOS keeps its praise and pays no penalty
     done = torch.tensor([True])
-    assert ppo.shaped_scores([[1, -1, 1]], [[4, 5, 6]], torch.ones(1, 4), done, cut).tolist() == [[1, -1, 1, 0]]
+    assert guards.shaped_scores([[1, -1, 1]], [[4, 5, 6]], torch.ones(1, 4), done, cut).tolist() == [[1, -1, 1, 0]]
     # through the reward function: the scalar reward model's score of a cut response is capped at 0
     example = facts.make_examples(1, seed=0, k=2)[0]
 

@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+import guards
 import ppo
 from loss import clipped_losses
 from model import GPT, GPTConfig, generate
@@ -103,7 +104,7 @@ def test_final_score_sits_on_the_sampled_eos(policy):
 
 def test_dense_scores_put_delta_on_response_tokens_and_zero_on_eos():
     mask = ragged_mask([4, 2], 4)  # response of 3 tokens + EOS; response of 1 token + EOS
-    scores = ppo.dense_scores([[1, -1, 0], [-1]], mask)
+    scores = guards.dense_scores([[1, -1, 0], [-1]], mask)
     assert scores.tolist() == [[1, -1, 0, 0], [-1, 0, 0, 0]]
 
 
@@ -133,7 +134,7 @@ def test_token_rewards_kl_and_missing_eos():
 
 def test_dense_scores_fade_praise_past_praise_fade_at_never_blame():
     mask = ragged_mask([12, 12], 12)
-    scores = ppo.dense_scores([[1] * 12, [-1] * 12], mask, praise_fade_at=4)
+    scores = guards.dense_scores([[1] * 12, [-1] * 12], mask, praise_fade_at=4)
     for t in range(12):
         assert scores[0, t].item() == pytest.approx(1 / (1 + math.exp(-(4 - t) / 4)), abs=1e-6)
     assert (scores[1] == -1).all()
@@ -144,7 +145,7 @@ def test_length_guard_fades_praise_only_past_praise_fade_at():
     # early in a response nearly a full +1 each (the guard does not stop praise farming in short
     # responses). Twelve more blamed tokens cost a full -1 each wherever they stand.
     def total(n, value):
-        return ppo.dense_scores([[value] * n], ragged_mask([n], 64), praise_fade_at=40).sum().item()
+        return guards.dense_scores([[value] * n], ragged_mask([n], 64), praise_fade_at=40).sum().item()
 
     def by_hand(first, last):  # sum_t 1 / (1 + exp(-(40 - t) / 4)) for t = first..last
         return sum(1 / (1 + math.exp(-(40 - t) / 4)) for t in range(first, last + 1))
@@ -275,7 +276,7 @@ def test_rollout_logprobs_match_the_sampler_and_first_ratio_is_one(policy):
     torch.testing.assert_close(batch["logprobs"], batch["ref_logprobs"], atol=1e-6, rtol=0)
     # first minibatch of the first epoch: pi == pi_old, ratio exactly 1. With lr 0 and one epoch
     # every minibatch is a first one, so the iteration's logged means must show it.
-    scores = ppo.dense_scores([[1, -1, 0]] * 6, batch["mask"])
+    scores = guards.dense_scores([[1, -1, 0]] * 6, batch["mask"])
     optimizer = torch.optim.Adam(model.parameters(), lr=0.0)
     logged = ppo.ppo_iteration(model, optimizer, batch, scores, ppo.KLController(0.05),
                                ppo.PPOConfig(**{**config.__dict__, "epochs": 1}), torch.Generator().manual_seed(0))
