@@ -10,8 +10,8 @@ small interface:
     make_examples(n, seed) -> list[Example]         # seeded, deterministic
     metrics(example, response) -> dict[str, float]  # independent of any learned model
     critique(example, response) -> dict             # the programmatic annotator (see below)
-    follow_up(example, rng) -> Example              # optional (qa): another question on the same prompt's
-                                                    # passage, for the pretraining documents (document)
+    follow_up(example, rng) -> (text, answer)       # optional (qa, code): one more turn of a pretraining
+                                                    # document on the same example (document)
 
 critique() plays the paper's GPT-4o annotator and returns the paper's annotation shape:
     {"textual_feedback": str, "good_spans": [str], "poor_spans": [str]}
@@ -46,15 +46,13 @@ def get_task(name):
 
 def document(task, example, rng, turns=12):
     """What the pretraining stage reads of one training example: turns [(text, answer)] of correct
-    text only, the example's prompt and reference first. A task with follow_up (qa) adds up to
-    turns - 1 more questions on the same passage, each text the question alone (the passage is
-    already in the context): many look-ups supervised per sequence instead of one."""
+    text only, the example's prompt and reference first. A task with follow_up adds turns - 1 more
+    on the same example (qa: another question on the passage, whose text is the question alone, the
+    passage being already in the context; code: another program for the spec and its check), so
+    that one sequence supervises a dozen look-ups or comparisons instead of one."""
     doc = [(example.prompt, example.reference)]
     if hasattr(task, "follow_up"):
-        passage = example.prompt[:example.prompt.rindex(" Question: ")]
-        for _ in range(turns - 1):
-            other = task.follow_up(example, rng)
-            doc.append((other.prompt[len(passage):], other.reference))
+        doc += [task.follow_up(example, rng) for _ in range(turns - 1)]
     return doc
 
 

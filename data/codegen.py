@@ -42,6 +42,7 @@ so a correct but differently shaped part of a failing response can be blamed wit
 and when the shapes differ at the top (or in more than two places) the whole return expression is
 blamed.
 """
+import difflib
 import functools
 import random
 import re
@@ -190,8 +191,9 @@ TEMPLATES = {"threshold": _threshold, "arith_const": _arith_const, "formula": _f
 # ---------------------------------------------------------------------------------------------------
 # Demonstrations: the reference with flaws edited into its tokens
 
-def _demonstrate(reference, context, rng):
-    """(demonstration, flaws injected, flaw kinds this problem offers a place for)."""
+def _demonstrate(reference, context, rng, kinds=None):
+    """(demonstration, flaws injected, flaw kinds this problem offers a place for). Each offered flaw
+    kind is drawn at its FLAW_RATES rate; or, given kinds, exactly those of them that are offered."""
     tokens = minilang.tokenize(reference)[:-1]
     texts = [token.text for token in tokens]
     comparison = next((i for i, text in enumerate(texts) if text in minilang.COMPARISONS), None)
@@ -215,7 +217,7 @@ def _demonstrate(reference, context, rng):
     offered = [kind for kind in FLAW_RATES if places[kind]]
     flaws = []
     for kind in offered:
-        if rng.random() >= FLAW_RATES[kind]:
+        if (rng.random() >= FLAW_RATES[kind]) if kinds is None else kind not in kinds:
             continue
         flaws.append(kind)
         i = rng.choice(places[kind])
@@ -253,8 +255,24 @@ def make_examples(n, seed):
         def rename(text): return NAME_PATTERN.sub(lambda match: parameters[match.group()], text)
         examples.append(Example(prompt=rename(f"Write f(x, y) that returns {spec}."),
                                 reference=rename(reference), demonstration=rename(demonstration), flaws=flaws,
-                                facts={"template": template, "tests": tests, "flaw_contexts": offered}))
+                                facts={"template": template, "tests": tests, "flaw_contexts": offered,
+                                       "context": context}))
     return examples
+
+
+def follow_up(example, rng):
+    """One more turn (text, answer) of a pretraining document (data.document): another program for
+    the same spec, the reference itself half the time and otherwise the reference with one of the
+    flaw kinds the problem offers, then what a check of it says: the spec as code marked where the
+    program differs (the critique's opening), and how many hidden tests fail (run by the task's
+    own interpreter). A document then supervises a dozen comparisons of a program with the spec,
+    token by token, where a reward model's training record has one."""
+    program, offered = example.reference, example.facts["flaw_contexts"]
+    if offered and rng.random() < 0.5:
+        program = _demonstrate(example.reference, example.facts["context"], rng, kinds=[rng.choice(offered)])[0]
+    passed, n = minilang.passes(program, example.facts["tests"])
+    verdict = f"Passes all {n} hidden tests." if passed == n else f"Fails {n - passed} of {n} hidden tests."
+    return program, f"{_opening(example, program)} {verdict}"
 
 
 def metrics(example, response):
@@ -375,10 +393,50 @@ def critique(example, response):
     reward model that writes it compares the response with it, token by token, instead of reading
     "greater than" off the prompt while it labels), then the test results and the verdicts."""
     annotation = _judge(example, response)
-    wanted = example.reference.split("return ", 1)[1]
-    spec = random.Random(zlib.crc32(example.reference.encode())).choice(
+    return {**annotation, "textual_feedback": f"{_opening(example, response)} {annotation['textual_feedback']}"}
+
+
+def _opening(example, response):
+    """The critique's first sentence: the spec as code, marked where the response differs (its
+    wording keyed to the reference)."""
+    wanted = _marked(example.reference, response)
+    return random.Random(zlib.crc32(example.reference.encode())).choice(
         (f"The spec asks for `{wanted}`.", f"The spec means `{wanted}`.", f"Wanted: `{wanted}`."))
-    return {**annotation, "textual_feedback": f"{spec} {annotation['textual_feedback']}"}
+
+
+def _marked(reference, response):
+    """The reference's return expression with [brackets] around its tokens where the response's
+    differ (a token-level diff of the two programs; [] where the response has tokens the reference
+    lacks):  reference `x + y if x > 4 else x * y`, response `... if x >= 4 ...` -> `x + y if x [>] 4
+    else x * y`. A response that does not even tokenize differs everywhere."""
+    theirs = minilang.tokenize(reference)[:-1]
+    try:
+        mine = [token.text for token in minilang.tokenize(str(response))[:-1]]
+    except MiniLangError:
+        mine = []
+    first = [token.text for token in theirs].index("return") + 1
+    marked, empty = set(), set()
+    matcher = difflib.SequenceMatcher(None, mine, [token.text for token in theirs], autojunk=False)
+    for op, _, _, j1, j2 in matcher.get_opcodes():
+        if op in ("replace", "insert"):
+            marked.update(range(j1, j2))
+        elif op == "delete":
+            empty.add(j1)
+    out, end = [], theirs[first].start
+    for j in range(first, len(theirs) + 1):
+        if j in empty and j not in marked:
+            out.append("[] " if j == first else " []")
+        if j == len(theirs):
+            break
+        out.append(reference[end:theirs[j].start])
+        text = theirs[j].text
+        if j in marked and (j == first or j - 1 not in marked):
+            text = "[" + text
+        if j in marked and j + 1 not in marked:
+            text += "]"
+        out.append(text)
+        end = theirs[j].end
+    return "".join(out).strip()
 
 
 def _judge(example, response):

@@ -182,10 +182,17 @@ def make_examples(n, seed):
     return examples
 
 
-def follow_up(example, rng):
+def another_question(example, rng):
     """Another question (of any kind) on example's passage: an Example whose prompt is the same
-    passage with a new question. The pretraining documents (data.document) read its reference."""
+    passage with a new question."""
     return _example(example.facts["people"], example.facts["item"], rng)
+
+
+def follow_up(example, rng):
+    """One more turn (text, answer) of a pretraining document (data.document): another question on
+    the passage, as text the question alone (" Question: ..."), and its reference."""
+    other = another_question(example, rng)
+    return other.prompt[other.prompt.rindex(" Question: "):], other.reference
 
 
 def metrics(example, response):

@@ -4,7 +4,8 @@ in the comparison after it.
     python -m experiments.critique_check --out runs/code      # or runs/qa
 
 qa's and code's critiques open with the fact a verdict needs (qa: "The passage says Omar lives in
-Oslo."; code: "The spec asks for `x + y if x > 4 else x * y`."), then judge the response against it.
+Oslo."; code: "The spec asks for `x + y if x [>] 4 else x * y`.", the spec as code marked where the
+response differs, so that on code the "fact" is the comparison too), then judge the response against it.
 On the validation records (nothing here reads test), this sorts the CoT model's readings by whether
 the fact it wrote is the critic's, and gives the span F1 of each group, and how often the model's
 verdict on the whole response (some token blamed, or none) agrees with the critic's. A model that

@@ -8,12 +8,13 @@ import json
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 
 import pytest
 
-from data import Example, codegen, minilang
+from data import Example, codegen, document, minilang
 from data.minilang import MiniLangError, parse, passes, run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -260,9 +261,26 @@ def test_critic_quotes_the_wrong_expression(example, response, poor):
         assert good in response and all(good not in span and span not in good for span in poor)
     assert annotation == codegen.critique(example, response)
     # the reasoning before the verdict: the first sentence states the wanted code, from the reference
+    # (marked where the response differs: test_the_opening_marks_where_the_response_differs)
     wanted = example.reference.split("return ")[1]
     first = annotation["textual_feedback"].split("`.")[0]
-    assert first.endswith(f"`{wanted}") and "hidden tests" not in first
+    assert re.sub(r"\[\] | \[\]|\[|\]", "", first).endswith(f"`{wanted}") and "hidden tests" not in first
+
+
+@pytest.mark.parametrize("response,marked", [
+    (THRESHOLD, "x + y if x > 4 else x * y"),
+    ("def f(x, y): return x + y if x >= 4 else x * y", "x + y if x [>] 4 else x * y"),
+    ("def f(x, y): return x + y if x >= 4 else x - y", "x + y if x [>] 4 else x [*] y"),
+    ("def f(x, y): return x + y if x > 5 else x * y", "x + y if x > [4] else x * y"),
+    ("def f(x, y): return x + y", "x + y [if x > 4 else x * y]"),  # the reference's tokens the response lacks
+    ("def f(x, y): return x + y if x > 4 else x * y + 1", "x + y if x > 4 else x * y []"),  # tokens it adds
+    ("def f(x, y): return y + x if x > 4 else x * y", "[x +] y [] if x > 4 else x * y"),
+    ("", "[x + y if x > 4 else x * y]"),
+    ("é∑漢字", "[x + y if x > 4 else x * y]"),  # not even tokens: different everywhere
+])
+def test_the_opening_marks_where_the_response_differs(response, marked):
+    # hand-worked token diffs of the response against the reference
+    assert codegen.critique(EXAMPLE, response)["textual_feedback"].split("`")[1] == marked
 
 
 def test_critic_praises_a_correct_response_however_written():
@@ -297,3 +315,27 @@ def test_critic_on_demonstrations_blames_exactly_the_failing_ones():
         assert bool(annotation["poor_spans"]) == (codegen.metrics(e, e.demonstration)["pass_at_1"] < 1)
         if e.flaws in (["strict_as_inclusive"], ["bound_off_by_one"]):  # blamed: the comparison alone
             assert annotation["poor_spans"] == [e.demonstration.split(" if ")[1].split(" else ")[0]]
+
+
+def test_pretraining_documents_check_programs_right():
+    # data.document on code: the prompt and its reference, then eleven programs for the same spec, each
+    # answered with the spec as code (marked where the program differs) and its test count, both
+    # checked here against Python's own run of the program and a plain token comparison
+    checked = flawed = 0
+    for k, e in enumerate(EXAMPLES[:300]):
+        turns = document(codegen, e, random.Random(k))
+        assert turns[0] == (e.prompt, e.reference) and len(turns) == 12
+        wanted = e.reference.split("return ", 1)[1]
+        for program, answer in turns[1:]:
+            function = python_function(program)  # a template's reference with a template's flaw: trusted text
+            failed = sum(function(*args) != expected for args, expected in e.facts["tests"])
+            verdict = "Passes all 8 hidden tests." if failed == 0 else f"Fails {failed} of 8 hidden tests."
+            opening, said = answer.split("`")[0], answer.split("`")[1]
+            assert opening in ("The spec asks for ", "The spec means ", "Wanted: ")
+            assert answer.endswith("`. " + verdict)
+            assert re.sub(r"\[\] | \[\]|\[|\]", "", said) == wanted  # the marks taken out: the spec
+            same = [t.text for t in minilang.tokenize(program)] == [t.text for t in minilang.tokenize(e.reference)]
+            assert ("[" in said) == (not same)  # marked exactly when the program's tokens differ
+            flawed += not same
+            checked += 1
+    assert 0.4 < flawed / checked < 0.6  # the reference about half the time

@@ -211,7 +211,7 @@ def test_pretraining_documents_answer_every_question_right():
     for k, example in enumerate(qa.make_examples(200, seed=3)):
         turns = document(qa, example, random.Random(k))
         replay = random.Random(k)  # the same draws, as whole Examples with their facts
-        asked = [example] + [qa.follow_up(example, replay) for _ in range(11)]
+        asked = [example] + [qa.another_question(example, replay) for _ in range(11)]
         passage = example.prompt[:example.prompt.index(" Question: ")]
         assert turns[0] == (example.prompt, example.reference) and len(turns) == 12
         for (text, answer), e in zip(turns, asked):
