@@ -35,8 +35,9 @@ reference's, finds the smallest subexpressions that differ (a comparison, or the
 wrong constant or operand), keeps those that break the reference when put into it alone, and
 quotes them as poor spans; matching branches and conditions are quoted as good. A quote that occurs
 twice in the response is widened leftward until unique (a repeated `x - y` becomes `else x - y`),
-since spans are found by leftmost string match. Prose: what the spec asks for, as code (the
-reasoning before the verdict), then the first failing test, why each blamed part is wrong, and what
+since spans are found by leftmost string match. Prose: what the spec asks for, as code, with
+[brackets] around its tokens where the response's differ (the reasoning before the verdict, every
+token of it a comparison: "Wanted: `x + y if x [>] 4 else x * y`."), then the first failing test, why each blamed part is wrong, and what
 is right, in at most four sentences. Limits: it judges against one reference,
 so a correct but differently shaped part of a failing response can be blamed with the real error,
 and when the shapes differ at the top (or in more than two places) the whole return expression is
@@ -212,7 +213,8 @@ def _demonstrate(reference, context, rng, kinds=None):
                                 and (copied is None or abs(i - copied) != 1)],
         "swapped_plus_minus": plus_minus,
         "swapped_operands": [i for i in plus_minus if texts[i] == "-" and context != "absdiff"
-                             and around(i) <= {"x", "y"} and not around(i, 2) & {"*", "//", "%"}],
+                             and around(i) <= {texts[3], texts[5]}  # the two parameters' names
+                             and not around(i, 2) & {"*", "//", "%"}],
     }
     offered = [kind for kind in FLAW_RATES if places[kind]]
     flaws = []
@@ -265,8 +267,9 @@ def follow_up(example, rng):
     the same spec, the reference itself half the time and otherwise the reference with one of the
     flaw kinds the problem offers, then what a check of it says: the spec as code marked where the
     program differs (the critique's opening), and how many hidden tests fail (run by the task's
-    own interpreter). A document then supervises a dozen comparisons of a program with the spec,
-    token by token, where a reward model's training record has one."""
+    own interpreter). A document then supervises several comparisons of a program with the spec,
+    token by token (as many turns as fit in the block: about six of code's), where a reward
+    model's training record has one."""
     program, offered = example.reference, example.facts["flaw_contexts"]
     if offered and rng.random() < 0.5:
         program = _demonstrate(example.reference, example.facts["context"], rng, kinds=[rng.choice(offered)])[0]
@@ -389,9 +392,10 @@ def _unparseable(response, error, rng):
 
 def critique(example, response):
     """The programmatic annotator: {"textual_feedback": str, "good_spans": [str], "poor_spans": [str]}.
-    The feedback opens with what the spec asks for, as code (the reasoning before the verdict: a
-    reward model that writes it compares the response with it, token by token, instead of reading
-    "greater than" off the prompt while it labels), then the test results and the verdicts."""
+    The feedback opens with what the spec asks for, as code, marked where the response differs
+    (_marked; the reasoning before the verdict: a reward model that writes it compares the response
+    with the spec token by token, instead of reading "greater than" off the prompt while it
+    labels), then the test results and the verdicts."""
     annotation = _judge(example, response)
     return {**annotation, "textual_feedback": f"{_opening(example, response)} {annotation['textual_feedback']}"}
 
@@ -408,9 +412,11 @@ def _marked(reference, response):
     """The reference's return expression with [brackets] around its tokens where the response's
     differ (a token-level diff of the two programs; [] where the response has tokens the reference
     lacks):  reference `x + y if x > 4 else x * y`, response `... if x >= 4 ...` -> `x + y if x [>] 4
-    else x * y`. A response that does not even tokenize differs everywhere."""
+    else x * y`. A response that does not parse differs everywhere. A mark says "differs", not
+    "wrong": renamed parameters are marked though they pass every test (the verdict after it says so)."""
     theirs = minilang.tokenize(reference)[:-1]
     try:
+        minilang.parse(str(response))
         mine = [token.text for token in minilang.tokenize(str(response))[:-1]]
     except MiniLangError:
         mine = []

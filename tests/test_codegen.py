@@ -277,6 +277,9 @@ def test_critic_quotes_the_wrong_expression(example, response, poor):
     ("def f(x, y): return y + x if x > 4 else x * y", "[x +] y [] if x > 4 else x * y"),
     ("", "[x + y if x > 4 else x * y]"),
     ("é∑漢字", "[x + y if x > 4 else x * y]"),  # not even tokens: different everywhere
+    ("x + y if x > 4 else x * y", "[x + y if x > 4 else x * y]"),  # no function: does not parse
+    ("def f(x, y) return x + y if x > 4 else x * y", "[x + y if x > 4 else x * y]"),  # no colon
+    ("def f(a, b): return a + b if a > 4 else a * b", "[x] + [y] if [x] > 4 else [x] * [y]"),  # differs, passes
 ])
 def test_the_opening_marks_where_the_response_differs(response, marked):
     # hand-worked token diffs of the response against the reference
@@ -338,4 +341,16 @@ def test_pretraining_documents_check_programs_right():
             assert ("[" in said) == (not same)  # marked exactly when the program's tokens differ
             flawed += not same
             checked += 1
-    assert 0.4 < flawed / checked < 0.6  # the reference about half the time
+    assert 0.45 < flawed / checked < 0.55  # the reference half the time, a changed program otherwise
+
+
+@pytest.mark.parametrize("reference,kind,flawed", [
+    ("def f(m, n): return m - n + 3", "swapped_operands", "def f(m, n): return n - m + 3"),
+    ("def f(x, y): return x - y + 3", "swapped_operands", "def f(x, y): return y - x + 3"),
+    ("def f(p, q): return p * q if q > 5 else p", "flipped_comparison", "def f(p, q): return p * q if q < 5 else p"),
+    ("def f(p, q): return p * q if q > 5 else p", "strict_as_inclusive", "def f(p, q): return p * q if q >= 5 else p"),
+])
+def test_a_chosen_flaw_is_made_whatever_the_parameters_are_called(reference, kind, flawed):
+    # follow_up asks _demonstrate for one kind on the renamed reference: it must change the program
+    context = "strict_threshold" if " if " in reference else None
+    assert codegen._demonstrate(reference, context, random.Random(0), kinds=[kind])[0] == flawed
