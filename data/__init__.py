@@ -49,7 +49,8 @@ def document(task, example, rng, turns=12):
     text only, the example's prompt and reference first. A task with follow_up adds turns - 1 more
     on the same example (qa: another question on the passage, whose text is the question alone, the
     passage being already in the context; code: another program for the spec and its check), so
-    that one sequence supervises a dozen look-ups or comparisons instead of one."""
+    that one sequence supervises many look-ups or comparisons instead of one (as many turns as fit
+    in the block: sft.document_batch)."""
     doc = [(example.prompt, example.reference)]
     if hasattr(task, "follow_up"):
         doc += [task.follow_up(example, rng) for _ in range(turns - 1)]
