@@ -264,7 +264,12 @@ def test_critic_quotes_the_wrong_expression(example, response, poor):
     # (marked where the response differs: test_the_opening_marks_where_the_response_differs)
     wanted = example.reference.split("return ")[1]
     first = annotation["textual_feedback"].split("`.")[0]
-    assert re.sub(r"\[\] | \[\]|\[|\]", "", first).endswith(f"`{wanted}") and "hidden tests" not in first
+    assert unmarked(first).endswith(f"`{wanted}") and "hidden tests" not in first
+
+
+def unmarked(text):
+    """The critique's opening without its marks: [] with the space beside it, then every bracket."""
+    return re.sub(r"\[\] | \[\]|\[|\]", "", text)
 
 
 @pytest.mark.parametrize("response,marked", [
@@ -336,7 +341,7 @@ def test_pretraining_documents_check_programs_right():
             opening, said = answer.split("`")[0], answer.split("`")[1]
             assert opening in ("The spec asks for ", "The spec means ", "Wanted: ")
             assert answer.endswith("`. " + verdict)
-            assert re.sub(r"\[\] | \[\]|\[|\]", "", said) == wanted  # the marks taken out: the spec
+            assert unmarked(said) == wanted  # the marks taken out: the spec
             same = [t.text for t in minilang.tokenize(program)] == [t.text for t in minilang.tokenize(e.reference)]
             assert ("[" in said) == (not same)  # marked exactly when the program's tokens differ
             flawed += not same

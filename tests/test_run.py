@@ -5,7 +5,6 @@ CPU is bit-exact (CUDA's attention and embedding backward passes are not determi
 autocast is on there). tests/test_cuda.py runs the pipeline on a GPU."""
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -17,6 +16,7 @@ import pytest
 import text2grad
 from experiments import credit_landing, critique_check, report, value_heads
 from experiments.run_folder import read_run
+from test_codegen import unmarked
 from test_report import Page
 
 TASKS = ("summarize", "code", "qa")
@@ -216,7 +216,7 @@ def test_critique_check_sorts_every_validation_record(run_all, tmp_path):
             feedback = module.critique(example, example.demonstration)["textual_feedback"]
             said = critique_check.stated(task, feedback)
             if task == "code":  # the spec, marked where the response differs: the marks taken out
-                said = re.sub(r"\[\] | \[\]|\[|\]", "", said)
+                said = unmarked(said)
             assert said == truth[task](example), feedback
     assert critique_check.stated("code", "The spec means `x + 1`. Fails.") == "x + 1"
     assert critique_check.stated("code", "Fails 2 tests. `x + 1` is right.") is None  # not stated first
