@@ -60,7 +60,7 @@ PRESETS = {
     "default": dict(train=4000, annotated=4000, demonstrations=38400, validation=200, test=200, vocab_size=1024,
                     sft_steps=1200, batch_size=32, lr=2e-3, sft_eval_every=200, pretrain_steps=800,
                     model=dict(n_layer=4, n_head=4, n_embd=128),
-                    samples_per_prompt=2, reward_steps=400, reward_lr=1e-3,
+                    samples_per_prompt=2, reward_steps=400, reward_lr=2e-3,
                     ppo=dict(updates=12, batch_size=64, minibatch_size=32, lr=5e-5), eval_every=3,
                     lambdas=(0.0, 0.5, 0.95)),
     "small": dict(train=1500, annotated=1500, demonstrations=12800, validation=100, test=100, vocab_size=512,

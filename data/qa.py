@@ -213,11 +213,13 @@ _CLAIM = re.compile(
     r"|works?\s+(?P<job_phrase>as\s+an?\s+(?P<job>[a-z]+))"
     r"|ha(?:s|ve)\s+(?P<count_phrase>(?P<count>\d+)\s+(?P<item>[a-z]+)))")
 
-# The feedback states the passage's fact first, then the verdict on the answer: a reward model that
-# writes it has the fact in front of it when it labels the answer's tokens (a local comparison).
+# The feedback states the passage's fact first, then what the answer says, then the verdict: a reward
+# model that writes it has both things compared in front of it when it writes the word that judges
+# ("right" or "wrong"), and then when it labels the answer's tokens. RIGHT[i] and WRONG[i] differ only
+# after {said}, so the verdict is never decided before the answer's value is written.
 FACT = ("The passage says {truth}.", "According to the passage, {truth}.", "In the passage, {truth}.")
-RIGHT = ("The answer says so.", "The answer agrees.", "So the answer is right.")
-WRONG = ("The answer says {said} instead.", "The answer says {said}, which is wrong.", "So {said} is wrong.")
+RIGHT = ("The answer says {said}, which is right.", "The answer says {said} as well.", "So {said} is right.")
+WRONG = ("The answer says {said}, which is wrong.", "The answer says {said} instead.", "So {said} is wrong.")
 MISSING = ("The response never says {question}.", "It does not answer {question}.",
            "It leaves {question} open.")
 ISSUE = {
@@ -360,6 +362,7 @@ def critique(example, response):
             issues.append((_reason(judged[0], facts) if judged else "invented", text))
 
     right = answer is not None and _true(answer, facts)
+    said = answer and re.sub(r"^(in|as)\s+", "", response[answer_span[0]:answer_span[1]])   # "Oslo", "a pilot"
     good_spans = [quote(response, *answer_span)] if right else []
     if right:   # where the praised phrase will be found
         answer_span = (response.find(good_spans[0]), answer_span[1])
@@ -375,11 +378,8 @@ def critique(example, response):
     parts = [rng.choice(FACT).format(truth=truth)]
     if answer is None:
         parts.append(rng.choice(MISSING).format(question=question))
-    elif right:
-        parts.append(rng.choice(RIGHT))
     else:
-        said = re.sub(r"^(in|as)\s+", "", response[answer_span[0]:answer_span[1]])
-        parts.append(rng.choice(WRONG).format(said=said))
+        parts.append(rng.choice(RIGHT if right else WRONG).format(said=said))
     if issues:
         parts.append(rng.choice(ISSUE[issues[0][0]]).format(s=_short(issues[0][1])))
     if len(issues) > 1:

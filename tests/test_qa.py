@@ -118,6 +118,22 @@ def test_wrong_city():
     assert feedback.index("Omar lives in Oslo") < feedback.index("Rome") and "Rome" not in feedback.split(".")[0]
 
 
+@pytest.mark.parametrize("example, response, said, right", [
+    (WHERE, "Omar lives in Oslo.", "Oslo", True), (WHERE, "Omar lives in Rome.", "Rome", False),
+    (WHO, "Omar lives in Oslo.", "Omar", True), (WHO, "Lena lives in Oslo.", "Lena", False),
+    (TOGETHER, "Together they have 7 cats.", "7 cats", True), (TOGETHER, "Together they have 8 cats.", "8 cats", False),
+    (hand_example("job", ["Lena"], "What is Lena's job?"), "Lena works as a baker.", "a baker", True)])
+def test_the_verdict_comes_after_what_the_answer_says(example, response, said, right):
+    """The second sentence names the answer's value, and only the words after it judge: the
+    right and the wrong verdict read the same up to the value (hand-worked on each question kind)."""
+    feedback = qa.critique(example, response)["textual_feedback"]
+    second = re.split(r"(?<=\.) ", feedback)[1]
+    before, after = second.split(f" {said}", 1)
+    assert before in ("The answer says", "So")
+    assert after in ((", which is right.", " as well.", " is right.") if right else
+                     (", which is wrong.", " instead.", " is wrong."))
+
+
 def test_wrong_person_for_who():
     assert spans(WHO, "Lena lives in Oslo. She works as a baker.") == ([], ["Lena", "She works as a baker."])
 
