@@ -27,14 +27,17 @@ person named. The first claim that answers the question is the answer: its key p
 "as a pilot", "4 cats", the name for "who") is a good span if right, a poor one if wrong. Every other
 sentence is a poor span as a whole: a repeat, a second answer, an unasked fact, a false claim, or,
 when nothing can be read from it, an unsupported remark. The feedback (two to four sentences, the
-wording picked by a hash of the text) states the passage's fact first, then the verdict on the answer
-(the reasoning before the judgement, as a chain-of-thought critique should: a reward model writing it
-has the fact in front of it when it labels the answer), then the first extra sentence and what is
-wrong with it. Spans are quoted so that their leftmost occurrence, which is
-where align.py will place them, is the place meant.
+wording picked by a hash of the text) states the passage's fact first, then what the answer says and
+only after that whether it is right (the reasoning before the judgement, as a chain-of-thought
+critique should: a reward model writing it has the fact and the answer's value in front of it when it
+writes the verdict and labels the answer), then the first extra sentence and what is wrong with it.
+Spans are quoted so that their leftmost occurrence, which is where align.py will place them, is the
+place meant.
 Limits: only the task's own sentence shapes are understood. An unparsed sentence counts as unsupported,
 right for invented details and garbage, unfair to a correct paraphrase ("Omar's home is Oslo."); extra
-words inside the sentence that carries the answer go unnoticed.
+words inside the sentence that carries the answer go unnoticed; a who-answer whose subject is not a
+capitalised ASCII name ("engineer lives in Cairo.", "He lives in Cairo.") is read as naming the right
+person.
 """
 import random
 import re

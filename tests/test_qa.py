@@ -118,20 +118,39 @@ def test_wrong_city():
     assert feedback.index("Omar lives in Oslo") < feedback.index("Rome") and "Rome" not in feedback.split(".")[0]
 
 
+SECOND = re.compile(r"^(The answer says|So) (.+?)(, which is right\.| as well\.| is right\.|"
+                    r", which is wrong\.| instead\.| is wrong\.)$")
+RIGHT_ENDS = {", which is right.", " as well.", " is right."}
+
+
 @pytest.mark.parametrize("example, response, said, right", [
     (WHERE, "Omar lives in Oslo.", "Oslo", True), (WHERE, "Omar lives in Rome.", "Rome", False),
+    (WHERE, "Lena lives in Oslo. Omar lives in Oslo.", "Oslo", True),   # the praised quote reaches back
     (WHO, "Omar lives in Oslo.", "Omar", True), (WHO, "Lena lives in Oslo.", "Lena", False),
     (TOGETHER, "Together they have 7 cats.", "7 cats", True), (TOGETHER, "Together they have 8 cats.", "8 cats", False),
-    (hand_example("job", ["Lena"], "What is Lena's job?"), "Lena works as a baker.", "a baker", True)])
+    (hand_example("job", ["Lena"], "What is Lena's job?"), "Lena works as a baker.", "a baker", True),
+    (hand_example("job", ["Lena"], "What is Lena's job?"), "Lena works as an engineer.", "an engineer", False)])
 def test_the_verdict_comes_after_what_the_answer_says(example, response, said, right):
-    """The second sentence names the answer's value, and only the words after it judge: the
-    right and the wrong verdict read the same up to the value (hand-worked on each question kind)."""
-    feedback = qa.critique(example, response)["textual_feedback"]
-    second = re.split(r"(?<=\.) ", feedback)[1]
-    before, after = second.split(f" {said}", 1)
-    assert before in ("The answer says", "So")
-    assert after in ((", which is right.", " as well.", " is right.") if right else
-                     (", which is wrong.", " instead.", " is wrong."))
+    """The second sentence names the answer's value, then judges it (hand-worked on each question kind)."""
+    second = re.split(r"(?<=\.) ", qa.critique(example, response)["textual_feedback"])[1]
+    opening, value, ending = SECOND.match(second).groups()
+    assert value == said and (ending in RIGHT_ENDS) == right
+
+
+def test_right_and_wrong_verdicts_read_the_same_up_to_the_value():
+    """Over generated answers, right and wrong: the words before the value are drawn from the same
+    openings with both verdicts, so nothing before the value gives the verdict away."""
+    openings = {True: [], False: []}
+    for e in qa.make_examples(400, 11):
+        for response in (e.reference, e.demonstration):
+            a = qa.critique(e, response)
+            opening, value, ending = SECOND.match(re.split(r"(?<=\.) ", a["textual_feedback"])[1]).groups()
+            assert value in response and (ending in RIGHT_ENDS) == bool(a["good_spans"])
+            openings[bool(a["good_spans"])].append(opening)
+    assert len(openings[False]) >= 40   # the demonstrations' wrong entities and sums
+    for verdict, seen in openings.items():
+        assert set(seen) == {"The answer says", "So"}
+        assert 0.55 < seen.count("The answer says") / len(seen) < 0.8   # two forms of three open with it
 
 
 def test_wrong_person_for_who():
