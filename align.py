@@ -26,8 +26,10 @@ Rules, and why:
   annotator also blamed would push its probability up for the very thing that was criticised.
 
 Left out, on purpose:
-- The authors give punctuation and special tokens delta = 0. We keep punctuation labelled: in code,
-  ">=" or ":" is often exactly what a critic blames. Special tokens have empty offsets and get 0 anyway.
+- The authors give punctuation and special tokens delta = 0, and their PPO drops the tokens
+  ". , ? !" from the reward, GAE and loss altogether. We keep punctuation labelled and in the loss:
+  in code, ">=" or ":" is often exactly what a critic blames. Special tokens have empty offsets and
+  get 0 anyway. (DETAILS.md, "Where this project departs", lists every such difference.)
 - Graded severities, length weights for summaries and the code task's "+1 outside flagged spans"
   default belong to the task files, which can rescale delta after this step.
 - JSON repair stops at fences, prose before or after the object (the first {...} that parses is read),

@@ -32,8 +32,8 @@ def dense_scores(deltas, mask, praise_fade_at=None):
 
     The guard against reward farming: dense +1 rewards would pay a policy to ramble on with praised
     phrases, so with praise_fade_at a positive delta at position t is scaled by length_weight
-    (~1 well before praise_fade_at, 1/2 there, ~0 a dozen tokens after it; the authors do the same
-    with a sigmoid length weight). Blame never fades. The scalar baseline needs no such guard: its one score already
+    (~1 well before praise_fade_at, 1/2 there, ~0 a dozen tokens after it; the authors fade praise
+    and blame alike, on summarisation only: DETAILS.md, "Where this project departs"). Blame never fades. The scalar baseline needs no such guard: its one score already
     counts the blamed tokens of a long response."""
     scores = torch.zeros(mask.shape)  # filled on the host, then one copy to the device
     for i, delta in enumerate(deltas):
@@ -108,7 +108,8 @@ class Refresh:
             n = self.config.refresh_samples
             for i, ids in zip(indices[:n], response_ids(self.tokenizer, tokens[:n], mask[:n])):
                 annotation = self.task.critique(self.examples[i], self.tokenizer.decode(ids))
-                self.fresh.append(encode_sample(self.tokenizer, self.examples[i].prompt, ids, annotation))
+                self.fresh.append(encode_sample(self.tokenizer, self.examples[i].prompt, ids, annotation,
+                                                self.model.gpt.config.block_size))
             continue_training(self.model, self.tokenizer, self.fresh, self.items, self.config.refresh_steps, n,
                               self.config.refresh_lr, next(self.model.parameters()).device,
                               self.seed * 1000 + self.calls, desc=f"refresh {self.model.kind} reward model")

@@ -65,13 +65,28 @@ def encode_record(tokenizer, record):
     return item, stats
 
 
+def fit_to_block(tokenizer, item, block_size, where):
+    """The one rule that fits an item to the reward model's block, for every path that builds one
+    (encode_records, encode_sample): the cot layout is the longest, so when it overflows the block
+    the critique is cut at the end by the overflow. A prompt and response that alone overflow raise
+    ValueError naming `where`. Changes item in place; True when the critique was cut."""
+    overflow = len(layout(tokenizer, item, "span", cot=True)[0]) - block_size
+    if overflow > len(item["critique"]):
+        raise ValueError(f"{where}: prompt and response take {overflow - len(item['critique']) + block_size} tokens "
+                         f"with the reward model's markers, more than the block size {block_size}; shorten or "
+                         f"remove the record")
+    if overflow > 0:
+        item["critique"] = item["critique"][:len(item["critique"]) - overflow]
+    return overflow > 0
+
+
 def encode_records(tokenizer, records, block_size):
     """(records kept, their encoded items (reward.encode_record), statistics). A record whose
     critique quotes a span that is not in its response is skipped and counted (the run stops if
     they pass MAX_SKIPPED of a split, see check_skipped). A critique too long for the block (cot
     layout) is cut at the end: dropping the record instead would drop the long, rambling responses,
-    which are the ones most worth criticising. A prompt and response that alone overflow the block
-    raise ValueError naming the record."""
+    which are the ones most worth criticising (fit_to_block). A prompt and response that alone
+    overflow the block raise ValueError naming the record."""
     kept, items, truncated = [], [], 0
     totals = {"spans": 0, "unaligned": 0, "labelled_tokens": 0, "tokens": 0}
     for i, record in enumerate(records):
@@ -80,14 +95,7 @@ def encode_records(tokenizer, records, block_size):
             totals[k] += stats[k]
         if stats["unaligned"]:
             continue
-        overflow = len(layout(tokenizer, item, "span", cot=True)[0]) - block_size
-        if overflow > len(item["critique"]):
-            raise ValueError(f"{record.get('_source', f'record {i + 1}')}: prompt and response take "
-                             f"{overflow - len(item['critique']) + block_size} tokens with the reward model's "
-                             f"markers, more than the block size {block_size}; shorten or remove the record")
-        if overflow > 0:
-            item["critique"] = item["critique"][:len(item["critique"]) - overflow]
-            truncated += 1
+        truncated += fit_to_block(tokenizer, item, block_size, record.get("_source", f"record {i + 1}"))
         kept.append(record)
         items.append(item)
     return kept, items, {"spans": totals["spans"], "unaligned": totals["unaligned"],
@@ -267,13 +275,16 @@ def train_reward_model(model, tokenizer, items, steps, batch_size, lr, device, s
     return fit(model, batch_loss, steps, lr, desc=desc, seed=seed, snapshots=snapshots)[0]
 
 
-def encode_sample(tokenizer, prompt, response_ids, annotation):
+def encode_sample(tokenizer, prompt, response_ids, annotation, block_size):
     """encode_record's item for a response given as the token ids a policy sampled (which need not be
-    the tokenizer's own encoding of its text), annotated by the critic: the labels land on those ids."""
+    the tokenizer's own encoding of its text), annotated by the critic: the labels land on those ids.
+    Fitted to the block as every item is (fit_to_block): a policy that rambles to the length limit
+    gets long critiques, and those are the samples a refresh is for."""
     delta, _ = align(tokenizer.decode(response_ids), tokenizer.offsets(response_ids), annotation)
-    return {"prompt": tokenizer.encode(prompt), "response": list(response_ids),
-            "critique": tokenizer.encode(annotation["textual_feedback"])[:MAX_CRITIQUE_TOKENS],
-            "delta": [int(d) for d in delta]}
+    item = {"prompt": tokenizer.encode(prompt), "response": list(response_ids),
+            "critique": tokenizer.encode(annotation["textual_feedback"]), "delta": [int(d) for d in delta]}
+    fit_to_block(tokenizer, item, block_size, f"a sampled response to {prompt[:40]!r}")
+    return item
 
 
 def continue_training(model, tokenizer, fresh, original, steps, batch_size, lr, device, seed, desc="refresh"):

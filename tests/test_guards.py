@@ -6,11 +6,12 @@ import torch
 import guards
 import ppo
 import text2grad
-from data import facts
+from data import facts, get_task
 from data.tokenizer import Tokenizer, training_texts
 from experiments.sweep import SWEEP_PRESETS
 from model import GPT, GPTConfig, generate
-from reward import MAX_CRITIQUE_TOKENS, RewardModel
+from reward import MAX_CRITIQUE_TOKENS, RewardModel, encode_sample
+from sft import MAX_NEW_TOKENS
 
 DEFAULTS = ppo.PPOConfig(**SWEEP_PRESETS["default"]["ppo"])  # the guards the K sweep runs with
 PAPER = ppo.PPOConfig(**{**SWEEP_PRESETS["default"]["ppo"], "praise": "token", "cut_praise": False})
@@ -214,3 +215,55 @@ def test_refresh_scores_first_then_learns_the_critics_labels_of_the_policys_samp
     again.load_state_dict(reward.state_dict())
     assert again.calls == 2 and again.fresh == reward.fresh
     assert all(torch.equal(v, own["scalar"].state_dict()[k]) for k, v in again.model.state_dict().items())
+
+
+class Wordy:
+    """A task whose critic says everything twice: critiques longer than any room the block leaves."""
+
+    def __init__(self, task):
+        self.task = task
+
+    def critique(self, example, response):
+        annotation = self.task.critique(example, response)
+        return {**annotation, "textual_feedback": f"{annotation['textual_feedback']} {annotation['textual_feedback']}"}
+
+
+@pytest.mark.parametrize("name", ["summarize", "code", "qa"])
+def test_refresh_fits_a_rambling_batch_to_the_main_presets_block(name):
+    """The main presets' reward model (block 256) refreshed on the longest prompts of a task, each
+    answered by a response cut at the 64-token limit and criticised at length: every item fits the
+    block, the critique cut by exactly the overflow, worked out by hand from the layout
+    <|bos|> x <|response|> y <|critique|> c <|span|> y."""
+    task = get_task(name)
+    examples = task.make_examples(300, seed=1)
+    tokenizer = Tokenizer.train(training_texts(task, examples), vocab_size=512)
+    longest = sorted(examples, key=lambda e: -len(tokenizer.encode(e.prompt)))[:4]
+    block = GPTConfig.block_size
+    assert all(text2grad.PRESETS[p]["model"].get("block_size", block) == block for p in ("default", "small"))
+    torch.manual_seed(0)
+    gpt = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=block, n_layer=1, n_head=2, n_embd=32))
+    original = [{"prompt": tokenizer.encode(e.prompt), "response": tokenizer.encode(e.reference), "critique": [],
+                 "delta": [0] * len(tokenizer.encode(e.reference))} for e in longest]
+    config = ppo.PPOConfig(refresh_every=1, refresh_samples=4, refresh_steps=1)
+    reward, own = text2grad.method_reward("text2grad", Wordy(task), tokenizer, longest,
+                                          {"cot": RewardModel(gpt, "span", cot=True)}, config, original)
+    responses = [tokenizer.encode(" ".join([e.demonstration] * 40))[:MAX_NEW_TOKENS] for e in longest]
+    tokens, mask = torch.full((4, MAX_NEW_TOKENS), tokenizer.pad_id), torch.ones(4, MAX_NEW_TOKENS, dtype=torch.long)
+    for row, ids in enumerate(responses):
+        tokens[row] = torch.tensor(ids)  # no EOS: every response cut at the limit
+    weights = {k: v.clone() for k, v in own["cot"].state_dict().items()}
+    reward(list(range(4)), tokens, mask)  # scores, then refreshes on all four
+    assert reward.calls == 1 and len(reward.fresh) == 4
+    assert not all(torch.equal(v, own["cot"].state_dict()[k]) for k, v in weights.items())
+    for e, ids, item in zip(longest, responses, reward.fresh):
+        full = tokenizer.encode(Wordy(task).critique(e, tokenizer.decode(ids))["textual_feedback"])
+        room = block - (1 + len(tokenizer.encode(e.prompt)) + 1) - MAX_NEW_TOKENS - 2 - MAX_NEW_TOKENS
+        assert 0 < room < len(full)  # the critique is longer than the room: it must be cut
+        assert item["critique"] == full[:room] and item["response"] == ids
+
+
+def test_an_item_whose_prompt_and_response_alone_overflow_is_refused_in_one_line(setup):
+    examples, tokenizer = setup
+    prompt = " ".join(e.prompt for e in examples[:6])
+    with pytest.raises(ValueError, match="more than the block size 256; shorten or remove the record"):
+        encode_sample(tokenizer, prompt, tokenizer.encode(examples[0].reference), facts.critique(examples[0], ""), 256)
