@@ -41,7 +41,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import parallel
-from align import align, parse_annotation
+from align import align
+from data.annotations import annotation_fields
 from data.metrics import rouge_l
 from model import fit, generate, left_pad
 
@@ -57,7 +58,7 @@ SHOWN = 6              # test prompts showcase() reads token by token (the first
 def encode_record(tokenizer, record):
     """Token ids of prompt, response and critique, and delta (-1/0/+1) per response token.
     Returns (item, alignment stats)."""
-    annotation = parse_annotation({k: v for k, v in record.items() if k not in ("prompt", "response", "_source")})
+    annotation = annotation_fields(record)
     response_ids = tokenizer.encode(record["response"])
     delta, stats = align(record["response"], tokenizer.offsets(response_ids), annotation)
     item = {"prompt": tokenizer.encode(record["prompt"]), "response": response_ids,

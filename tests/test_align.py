@@ -5,106 +5,8 @@ import re
 
 import pytest
 
-from align import FUZZY_THRESHOLD, AnnotationError, align, find_span, parse_annotation, span_rewards
-
-# ------------------------------------------------------------------------------------------------
-# parse_annotation
-
-
-def test_dict_input_fills_missing_span_lists():
-    assert parse_annotation({"textual_feedback": "fine", "good_spans": ["a"]}) == {
-        "textual_feedback": "fine", "good_spans": ["a"], "poor_spans": []}
-
-
-@pytest.mark.parametrize("raw", [
-    '```json\n{"textual_feedback": "ok", "good_spans": ["a"]}\n```',
-    'Here is my annotation:\n```\n{"textual_feedback": "ok", "good_spans": ["a"]}\n```\nDone.',
-    '```JSON {"textual_feedback": "ok", "good_spans": ["a"]} ```',
-])
-def test_fenced_json(raw):
-    assert parse_annotation(raw) == {"textual_feedback": "ok", "good_spans": ["a"], "poor_spans": []}
-
-
-def test_trailing_commas_removed_but_not_inside_strings():
-    raw = '{"textual_feedback": "the list [1,] is wrong", "good_spans": ["a", "b",], "poor_spans": [],}'
-    assert parse_annotation(raw) == {
-        "textual_feedback": "the list [1,] is wrong", "good_spans": ["a", "b"], "poor_spans": []}
-
-
-def test_line_comments_removed_but_url_in_string_survives():
-    raw = (
-        '{\n'
-        '  // critique first\n'
-        '  "textual_feedback": "see http://example.org/a \\"quoted\\" // not a comment",\n'
-        '  "poor_spans": ["x >= 0"], // the comma before this comment is trailing\n'
-        '}'
-    )
-    assert parse_annotation(raw) == {
-        "textual_feedback": 'see http://example.org/a "quoted" // not a comment',
-        "good_spans": [],
-        "poor_spans": ["x >= 0"],
-    }
-
-
-def test_word_score_list_groups_runs_of_one_sign():
-    raw = {"textual_feedback": "ok", "word_score_list": [
-        ["The", 0], ["cat", 1], ["sat", 2.5], ["on", -1], ["the", -0.5], ["mat", 0], ["today", 1]]}
-    assert parse_annotation(raw) == {
-        "textual_feedback": "ok", "good_spans": ["cat sat", "today"], "poor_spans": ["on the"]}
-
-
-def test_word_score_list_with_sign_words():
-    raw = ('{"textual_feedback": "ok", "word_score_list": '
-           '[["a", "positive"], ["b", "negative"], ["c", "neutral"], ["d", "Negative"], ["e", "negative"]]}')
-    assert parse_annotation(raw) == {"textual_feedback": "ok", "good_spans": ["a"], "poor_spans": ["b", "d e"]}
-
-
-# Every shape DETAILS.md promises for a bare (unfenced) object: alone, prose before, prose after, both.
-@pytest.mark.parametrize("raw", [
-    '{"textual_feedback": "Fine.", "good_spans": ["moving out"], "poor_spans": []}',
-    'My annotation:\n{"textual_feedback": "Fine.", "good_spans": ["moving out"], "poor_spans": []}',
-    '{"textual_feedback": "Fine.", "good_spans": ["moving out"], "poor_spans": []}\nHope this helps.',
-    'Sure. {"textual_feedback": "Fine.", "good_spans": ["moving out"]}\nHope this {helps}.',
-    'A {braced} aside first. {"textual_feedback": "Fine.", "good_spans": ["moving out"]} Then "more".',
-])
-def test_bare_object_with_or_without_prose(raw):
-    assert parse_annotation(raw) == {"textual_feedback": "Fine.", "good_spans": ["moving out"], "poor_spans": []}
-
-
-def test_unfenced_object_with_prose_around_it():
-    # what annotators write when nobody fences their JSON: a preamble, the object, a sign-off
-    raw = ('Here is my review of the summary:\n{"textual_feedback": "Good {overall}, a \\"quoted\\" slip.",\n'
-           ' "good_spans": ["the cat"], "poor_spans": ["sat",],}\nLet me know if you need more. }')
-    assert parse_annotation(raw) == {"textual_feedback": 'Good {overall}, a "quoted" slip.',
-                                     "good_spans": ["the cat"], "poor_spans": ["sat"]}
-
-
-def test_object_in_prose_that_never_closes_is_one_clear_error():
-    with pytest.raises(AnnotationError, match="not valid JSON"):
-        parse_annotation('My verdict: {"textual_feedback": "ok", "good_spans": ["a"]')
-
-
-@pytest.mark.parametrize("raw, message", [
-    ('{"textual_feedback": "ok", ', "not valid JSON"),
-    ("no json here at all", "not valid JSON"),
-    ("{'textual_feedback': 'single quotes'}", "not valid JSON"),
-    ("[1, 2]", "must be a JSON object, got list"),
-    (42, "must be a JSON object, got int"),
-    ('{"good_spans": []}', "textual_feedback is missing"),
-    ('{"textual_feedback": 3}', "textual_feedback is missing or not a string"),
-    ('{"textual_feedback": "x", "good_spans": "a"}', "good_spans must be a list of strings"),
-    ('{"textual_feedback": "x", "poor_spans": [1]}', "poor_spans must be a list of strings"),
-    ('{"textual_feedback": "x", "word_score_list": [["a", "great"]]}', "word score must be"),
-    ('{"textual_feedback": "x", "word_score_list": [["a", true]]}', "word score must be"),
-    ('{"textual_feedback": "x", "word_score_list": [["a"]]}', "entry must be [word, score]"),
-    ('{"textual_feedback": "x", "word_score_list": [], "good_spans": []}', "both word_score_list"),
-])
-def test_unusable_annotations_raise_one_clear_error(raw, message):
-    with pytest.raises(AnnotationError, match=re.escape(message)) as info:
-        parse_annotation(raw)
-    assert "\n" not in str(info.value)
-    assert isinstance(info.value, ValueError)
-
+from align import FUZZY_THRESHOLD, align, find_span, span_rewards
+from experiments import convert
 
 # ------------------------------------------------------------------------------------------------
 # find_span
@@ -244,7 +146,7 @@ def test_align_hand_example():
 
 def test_align_from_raw_annotator_text():
     raw = '```json\n{"textual_feedback": "ok", "good_spans": ["THE CAT",], // loose quote\n}\n```'
-    delta, stats = align(CAT, CAT_TOKENS, parse_annotation(raw))
+    delta, stats = align(CAT, CAT_TOKENS, convert.parse_reply(raw))
     assert delta == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
     assert stats == {"spans": 1, "unaligned": 0, "labelled_tokens": 2, "tokens": 7}
 
