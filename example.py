@@ -38,16 +38,16 @@ def walk_through(task, example, tokenizer, lambdas=LAMBDAS, praise=None):
     """(critique, rows): the critic's annotation of example.demonstration, and per response token
     (the EOS last, with delta 0) its text, delta_t, then for each method ("text2grad", "ppo_scalar")
     r_t and A_t at each GAE lambda: row["r_text2grad"], row["A_text2grad_0.95"], ...
-    praise "token" or "span" (PPOConfig.praise); None: the task's, PRAISE[task.NAME]."""
+    praise "token" or "span" (guards.Guards.praise); None: the task's, PRAISE[task.NAME]."""
     response = example.demonstration
     ids = tokenizer.encode(response)
     critique = task.critique(example, response)
     delta, _ = align(response, tokenizer.offsets(ids), critique)
-    config = ppo.PPOConfig(praise=praise or PRAISE[task.NAME])
+    config, shaping = ppo.PPOConfig(), guards.Guards(praise=praise or PRAISE[task.NAME])
     mask = torch.ones(1, len(ids) + 1)  # the response tokens and the EOS that ends them
     ended = torch.tensor([True])
     zeros = torch.zeros(1, len(ids) + 1)  # log pi = log pi_ref at the first update: KL_t = 0
-    dense = guards.shaped_scores([delta], [ids], mask, ended, config)
+    dense = guards.shaped_scores([delta], [ids], mask, ended, shaping)
     placed = {"text2grad": dense, "ppo_scalar": ppo.final_scores(dense.sum(1), mask)}
     columns = {}
     for name, scores in placed.items():

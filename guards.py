@@ -1,22 +1,27 @@
 """The guards against a gamed reward: what keeps a policy from farming a learned reward model.
 
-A learned reward is a proxy for the critic, and PPO optimises whatever it pays for (RESULTS.md,
-"Over-optimisation"). With the paper's +1 on every praised token, a policy learned to make praised
-phrases long, say them twice, and run to the length limit, while the critic's own score fell. The
-guards, each a PPOConfig field, the same for every method:
+A learned reward is a proxy for the critic, and PPO optimises whatever it pays for. With the paper's
++1 on every praised token, a policy learned to make praised phrases long, say them twice, and run
+to the length limit, while the critic's own score fell (RESULTS.md). The guards, the same for every
+method, turn a delta per token into PPO's scores (shaped_scores):
   praise "span"   a praised span shares +1 over its tokens, a repeated one earns 0 (bound_praise);
                   "token", the paper's, +1 per praised token (each task's choice: text2grad.PRAISE)
-  cut_praise      a response cut at the length limit keeps its blame and no praise (shaped_scores)
+  cut_praise      a response cut at the length limit keeps its blame and no praise
   praise_fade_at  praise fades past that response position (dense_scores, length_weight)
-  refresh_every   the learned reward model keeps training on the policy's own samples, annotated
-                  by the critic (Refresh)
-shaped_scores turns a delta per token into PPO's scores through the first three; Refresh wraps a
-method's reward for the fourth. ppo.py knows none of this: it takes the scores it is given.
+The fourth defence is not a shaping of scores but more training: the learned reward model refreshed
+on the policy's own samples (reward.Refresh). ppo.py knows none of this: it takes the scores it is given.
 """
+from dataclasses import dataclass
+
 import torch
 
-from reward import continue_training, encode_sample
-from sft import response_ids
+
+@dataclass
+class Guards:
+    praise: str = "span"          # "span": a praised span shares +1 over its tokens, and a repeated one earns
+                                  # nothing (bound_praise); "token": +1 on every praised token (the paper)
+    cut_praise: bool = True       # a response cut at the length limit (no EOS) keeps no praise
+    praise_fade_at: int = 40      # response position where praise has faded to half (length_weight)
 
 
 def length_weight(N, fade_at, device=None):
@@ -69,55 +74,16 @@ def bound_praise(delta, tokens):
     return scores
 
 
-def shaped_scores(deltas, responses, mask, ended, config):
-    """Text2Grad's scores (B, N) from a delta per response token, with the guards config switches on:
+def shaped_scores(deltas, responses, mask, ended, guards):
+    """Text2Grad's scores (B, N) from a delta per response token, with the Guards switched on:
       praise "span"   bound_praise: one unit per distinct praised phrase, not one per token;
       cut_praise      a response cut at the length limit (ended (B,) False) keeps its blame and no praise;
       praise_fade_at  praise fades past that position (dense_scores).
     deltas, responses: B lists (deltas, token ids) of the responses, EOS excluded."""
-    if config.praise == "span":
+    if guards.praise == "span":
         deltas = [bound_praise(d, r) for d, r in zip(deltas, responses)]
-    elif config.praise != "token":
-        raise ValueError(f"unknown praise {config.praise!r}; use 'token' or 'span'")
-    if config.cut_praise:
+    elif guards.praise != "token":
+        raise ValueError(f"unknown praise {guards.praise!r}; use 'token' or 'span'")
+    if guards.cut_praise:
         deltas = [d if end else [min(x, 0) for x in d] for d, end in zip(deltas, ended.tolist())]
-    return dense_scores(deltas, mask, config.praise_fade_at)
-
-
-class Refresh:
-    """A learned reward refreshed on the policy's own samples (iterated RLHF; PRIME updates its reward
-    model online). Called like a reward f(indices, tokens, mask): it scores the rollout with
-    the reward model as it is, and at every config.refresh_every-th rollout it scores (the value
-    warm-up's counts) the critic annotates the first config.refresh_samples of its responses, and the
-    model continues training on all the fresh annotations so far (reward.continue_training). The span
-    and the scalar reward model alike: the same annotations feed whichever the method reads.
-    Annotation budget per run: refresh_samples x ((updates + 1) // refresh_every).
-    score: the method's f(indices, tokens, mask) reading `model` (text2grad.reward_function); model is
-    changed in place: give each run its own copy (text2grad.method_reward does). items: the model's
-    original training items, which every refresh keeps mixing in."""
-
-    def __init__(self, score, model, task, tokenizer, examples, items, config, seed=0):
-        self.model, self.score = model, score
-        self.task, self.tokenizer, self.examples, self.items = task, tokenizer, examples, items
-        self.config, self.seed, self.calls, self.fresh = config, seed, 0, []
-
-    def __call__(self, indices, tokens, mask):
-        scores = self.score(indices, tokens, mask)
-        self.calls += 1
-        if self.calls % self.config.refresh_every == 0:
-            n = self.config.refresh_samples
-            for i, ids in zip(indices[:n], response_ids(self.tokenizer, tokens[:n], mask[:n])):
-                annotation = self.task.critique(self.examples[i], self.tokenizer.decode(ids))
-                self.fresh.append(encode_sample(self.tokenizer, self.examples[i].prompt, ids, annotation,
-                                                self.model.gpt.config.block_size))
-            continue_training(self.model, self.tokenizer, self.fresh, self.items, self.config.refresh_steps, n,
-                              self.config.refresh_lr, next(self.model.parameters()).device,
-                              self.seed * 1000 + self.calls, desc=f"refresh {self.model.kind} reward model")
-        return scores
-
-    def state_dict(self):
-        return {"model": self.model.state_dict(), "fresh": self.fresh, "calls": self.calls}
-
-    def load_state_dict(self, state):
-        self.model.load_state_dict(state["model"])
-        self.fresh, self.calls = state["fresh"], state["calls"]
+    return dense_scores(deltas, mask, guards.praise_fade_at)

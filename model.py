@@ -23,19 +23,14 @@ bf16 autocast (matmuls and attention in bf16; LayerNorm, softmax and every loss 
 model.bf16 is set to False; on CPU everything is float32, so CPU runs are bit-exact.
 
 Left out on purpose: dropout in use (RL needs none, and the toy data is plentiful), weight decay
-groups, flash-attention switches, any parallelism (parallel.py wraps the model from outside).
+groups, flash-attention switches, any parallelism.
 """
 import math
-import random
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from tqdm import tqdm
-
-import parallel
-from runstate import Snapshots
 
 
 @dataclass
@@ -272,53 +267,3 @@ def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, gr
     N = int(masks.sum(0).nonzero().max()) + 1  # the last column with a real token
     logprobs = torch.stack(logprobs, 1)[:, :N] if with_logprobs else None
     return torch.stack(tokens, 1)[:, :N], logprobs, masks[:, :N]
-
-
-def fit(model, batch_loss, steps, lr, warmup=0, desc="train", seed=0, snapshots=None, evaluate=None, eval_every=0):
-    """The optimisation loop SFT and the reward models share: Adam (no weight decay: the models are
-    tiny and the data plentiful), linear warm-up over `warmup` steps, then cosine decay to 10% of lr,
-    gradients clipped to norm 1. batch_loss(step, rng) -> (loss, {name: 0-d tensor to show}), where rng
-    is the loop's random.Random(seed); under torchrun batch_loss should call parallel.wrap(model),
-    which averages the gradients over ranks. evaluate(model) -> {name: float}, called every
-    eval_every steps (and after the last), in eval mode, gives the learning curve (none when
-    evaluate is None or eval_every is 0).
-    Returns (the loss per step, the curve [(step, evaluate(model))]).
-    snapshots (runstate.Snapshots): resume from its saved state if there is one, save it as the
-    loop goes; a NaN or infinite loss or gradient norm stops the loop (runstate.Diverged)."""
-    snapshots = snapshots or Snapshots()
-    rng = random.Random(seed + 1_000_003 * parallel.rank())  # under torchrun, each rank its own batches
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.95))
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: (s + 1) / warmup if s < warmup else
-                                                 0.1 + 0.45 * (1 + math.cos(math.pi * (s - warmup) / max(1, steps - warmup))))
-    losses, curve, start, state = [], [], 0, snapshots.load()
-    if state is not None:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        schedule.load_state_dict(state["schedule"])
-        rng.setstate(state["rng"])
-        losses, curve, start = state["losses"], state.get("curve", []), state["step"]  # no curve: older snapshot
-    model.train()
-    bar = tqdm(range(start, steps), initial=start, total=steps, desc=desc, leave=False,
-               disable=not parallel.main_process())
-    for step in bar:
-        loss, parts = batch_loss(step, rng)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        # the step's one wait for the device: the loss, the norm and the bar's numbers together
-        loss_value, norm_value, *shown = torch.stack([loss.detach(), norm, *parts.values()]).tolist()
-        snapshots.check_finite("the loss", loss_value, step, desc)  # before the step reaches the weights
-        snapshots.check_finite("the gradient norm", norm_value, step, desc)
-        optimizer.step()
-        schedule.step()
-        losses.append(loss_value)
-        bar.set_postfix({k: f"{v:.3f}" for k, v in zip(parts, shown)}, refresh=False)
-        if evaluate is not None and eval_every and ((step + 1) % eval_every == 0 or step + 1 == steps):
-            model.eval()
-            curve.append((step + 1, evaluate(model)))
-            model.train()
-        snapshots.step_done(step + 1, lambda: {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                               "schedule": schedule.state_dict(), "rng": rng.getstate(),
-                                               "losses": losses, "curve": curve})
-    model.eval()
-    return losses, curve

@@ -12,29 +12,16 @@ The "natural-language gradient" is nothing more than step 2: the critique decide
 reward lands, and the policy gradient sum_t A_t grad log pi(y_t | x, y_<t) carries it from there.
 
 The hot loss path (logits -> log-probs, entropy, the clipped losses), eager or compiled, is in
-loss.py; this file imports it.
-
-On a GPU, every .item() makes the host wait until the device has caught up. An iteration waits once
-per minibatch (whether to skip it, which needs the ratio on the host, and whether its loss is
-finite, asked together), checks the gradient norms once at the end, and reads its logged means
-once. What stays on purpose: GAE's loop over response positions (at most 64 small launches, no
-waits; a closed form would change the sums' order and every number) and the reference's forward
-beside the policy's (other weights, so it cannot be shared).
-
-The value function V. The authors (through TRL) put a linear value head on the policy's trunk,
-scale its loss by 0.1, clip each step to 0.2 around the rollout's value, and let it share the
-policy's learning rate. With returns of +-10 (a response sums 20-40 token rewards) such a head barely
-moves: its explained variance stays near 0, and GAE with lambda 0.95 then hands every token the sum
-of all later rewards, smearing a late clause's blame over the tokens before it, the very credit
-assignment Text2Grad exists to fix. Ours (RESULTS.md, "The value head", has the measurements):
-  - a small MLP head reads the trunk's hidden states *detached*: its gradient never moves the policy,
-    so it can take large steps with an Adam learning rate of its own (value_lr);
-  - no value clip (value_clip None), and its gradient norm is clipped apart from the policy's;
-  - before the first update it is fitted to the reward-to-go of one batch of SFT samples
-    (warm_up_value), so the first advantages are already measured against a baseline.
+loss.py. The value function V is a small MLP head on the policy's trunk, read *detached*, with its
+own learning rate and a warm-up on SFT samples before the first update (warm_up_value): with the
+authors' setting (through the trunk, weight 0.1, clip 0.2, the policy's learning rate) it barely
+moves here, and GAE with lambda 0.95 then smears a late clause's blame over the tokens before it
+(DETAILS.md, "The value head").
 
 Simplifications, on purpose:
   - The value head shares the policy's trunk (one forward pass, as in CleanRL), reading it detached.
+  - The KL penalty is the sampled-token estimate KL_t = log pi(y_t) - log pi_ref(y_t) with a fixed
+    beta (the authors: the full-distribution KL and an adaptive beta).
   - Losses are token means over the minibatch: every response token counts once, which is the
     natural unit when the reward itself is per token.
   - One rollout batch per iteration, no replay; no reward whitening (it would erase the scale
@@ -49,8 +36,6 @@ import torch
 import torch.nn as nn
 from tqdm import tqdm
 
-import parallel
-from runstate import Diverged, Snapshots
 from loss import (LOSS_STATS, compiled_logprobs_and_entropy, compiled_ppo_loss, compiled_token_logprobs,
                   logprobs_and_entropy, masked_mean, ppo_loss)
 from model import generate, left_pad, token_logprobs
@@ -75,21 +60,8 @@ class PPOConfig:
     entropy_coef: float = 0.0     # entropy bonus; 0 as in the paper (entropy is logged only)
     gamma: float = 1.0            # discount
     lam: float = 0.95             # GAE lambda
-    beta: float = 0.05            # KL penalty coefficient (the start value if kl_target is set)
-    kl_estimator: str = "k1"      # "k1": log pi - log pi_ref;  "k3": exp(-k1) - 1 + k1, never negative
-    kl_target: float = None       # adaptive beta (Ziegler et al.) aiming at this KL per response; None: fixed
+    beta: float = 0.05            # KL penalty coefficient, fixed
     missing_eos_penalty: float = 1.0  # subtracted from the last token's reward when no EOS was sampled
-    praise_fade_at: int = 40      # response position where praise has faded to half (guards.length_weight)
-    # The guards against a gamed reward, chosen on the K sweep's validation prompts (RESULTS.md,
-    # "Over-optimisation"); the paper's setting is praise "token", cut_praise False, refresh_every 0.
-    praise: str = "span"          # "span": a praised span shares +1 over its tokens, and a repeated one earns
-                                  # nothing (guards.bound_praise); "token": +1 on every praised token (the paper)
-    cut_praise: bool = True       # a response cut at max_new_tokens (no EOS) keeps no praise (guards.shaped_scores)
-    refresh_every: int = 4        # every this many rollouts the learned reward model continues training on
-                                  # the policy's own samples, annotated by the critic (guards.Refresh); 0: never
-    refresh_samples: int = 32     # rollout responses annotated per refresh (the annotation budget)
-    refresh_steps: int = 20       # training steps per refresh, batches half fresh, half original
-    refresh_lr: float = 5e-4      # their learning rate
     max_ratio: float = 10.0       # skip a minibatch whose mean ratio passes this (the authors use 10)
     compile: bool = False         # torch.compile the hot loss path (--compile)
 
@@ -98,11 +70,10 @@ class PPOConfig:
 # Masked statistics: masks are float (B, N) tensors, 1 for real response tokens
 
 def masked_whiten(x, mask, eps=1e-8):
-    """(x - mean) / std over mask == 1, zero outside the mask. Under torchrun the mean and the
-    variance are over every rank's batch (parallel.all_sum), as one process would see it."""
-    count = parallel.all_sum(mask.sum()).clamp(min=1)
-    mean = parallel.all_sum((x * mask).sum()) / count
-    var = parallel.all_sum(((x - mean) ** 2 * mask).sum()) / count
+    """(x - mean) / std over mask == 1, zero outside the mask."""
+    count = mask.sum().clamp(min=1)
+    mean = (x * mask).sum() / count
+    var = ((x - mean) ** 2 * mask).sum() / count
     return (x - mean) * torch.rsqrt(var + eps) * mask
 
 
@@ -143,23 +114,11 @@ def explained_variance(values, returns, mask):
     return (1 - var_residual / var_returns.clamp(min=1e-8)).item()
 
 
-def kl_penalty(logprobs, ref_logprobs, estimator):
-    """Per-token estimate of KL(pi || pi_ref) from the sampled token: k1 = log pi - log pi_ref (can be
-    negative on a token), k3 = exp(-k1) - 1 + k1 (never negative, lower variance). Both are unbiased
-    estimates of the KL's *value*; as a reward term (no gradient through it) only k1 gives the
-    policy-gradient of the KL, which is why it is the default."""
-    k1 = logprobs - ref_logprobs
-    if estimator == "k1":
-        return k1
-    if estimator == "k3":
-        return torch.expm1(-k1) + k1
-    raise ValueError(f"unknown KL estimator {estimator!r}; use 'k1' or 'k3'")
-
-
 def token_rewards(scores, logprobs, ref_logprobs, mask, ended, beta, config):
-    """r_t = score_t - beta * KL_t. A response that reaches max_new_tokens without an EOS (ended (B,)
-    False) also loses config.missing_eos_penalty on its last token. All else (B, N)."""
-    rewards = scores - beta * kl_penalty(logprobs, ref_logprobs, config.kl_estimator)
+    """r_t = score_t - beta * KL_t, KL_t = log pi(y_t) - log pi_ref(y_t) (the sampled-token estimate:
+    negative on some tokens, right on average). A response that reaches max_new_tokens without an
+    EOS (ended (B,) False) also loses config.missing_eos_penalty on its last token. All else (B, N)."""
+    rewards = scores - beta * (logprobs - ref_logprobs)
     rewards = rewards - final_scores(config.missing_eos_penalty * (~ended).float(), mask)
     return rewards * mask
 
@@ -186,19 +145,6 @@ def compute_advantages(rewards, values, mask, gamma=1.0, lam=0.95):
 def reward_to_go(rewards, mask, gamma=1.0):
     """R_t = sum_{l >= t} gamma^(l-t) r_l: GAE's returns with V = 0 and lambda = 1. (B, N) -> (B, N)."""
     return compute_advantages(rewards, torch.zeros_like(rewards), mask, gamma, 1.0)[1]
-
-
-class KLController:
-    """beta for the KL penalty: fixed, or adapted so the KL to the reference tracks a target
-    (Ziegler et al. 2019): beta <- beta * (1 + clip(KL / target - 1, -0.2, 0.2) * batch / horizon)."""
-
-    def __init__(self, beta, target=None, horizon=10000):
-        self.beta, self.target, self.horizon = beta, target, horizon
-
-    def update(self, kl, batch_size):
-        if self.target is not None:
-            error = min(max(kl / self.target - 1, -0.2), 0.2)
-            self.beta *= 1 + error * batch_size / self.horizon
 
 
 # ---------------------------------------------------------------------------------------------
@@ -255,16 +201,9 @@ def warm_up_value(model, optimizer, batch, scores, config):
         loss = 0.5 * masked_mean((model.value(hidden) - returns) ** 2, mask)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        for p in model.value_head.parameters():  # under torchrun, every rank fits the same head
-            p.grad = parallel.all_mean(p.grad)
         torch.nn.utils.clip_grad_norm_(model.value_head.parameters(), 1.0)
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    # checked once at the end, not at every step (each check waits for the device): a NaN or an
-    # infinity on the way would have spread to the head's weights and so to the final loss
-    loss = 0.5 * masked_mean((model.value(hidden).detach() - returns) ** 2, mask)
-    if parallel.any_rank(not math.isfinite(loss.item())):
-        raise Diverged(f"the value warm-up's loss is {loss.item()} after its {config.value_warmup_steps} steps")
     return before, explained_variance(model.value(hidden).detach(), returns, mask)
 
 
@@ -300,35 +239,26 @@ def rollout(model, reference, prompts, eos_id, pad_id, config, generator=None):
     return score_responses(model, reference, prompts, tokens, mask, eos_id, pad_id, config)
 
 
-def warm_up_on_samples(model, optimizer, reference, prompts, indices, reward_fn, eos_id, pad_id, config,
-                       generator=None):
-    """warm_up_value on a fresh batch: the policy (still the SFT policy) answers prompts[indices],
-    reward_fn(indices, tokens, mask) scores the answers. Returns its (before, after)."""
-    batch = rollout(model, reference, [prompts[i] for i in indices], eos_id, pad_id, config, generator)
-    return warm_up_value(model, optimizer, batch, reward_fn(indices, batch["tokens"], batch["mask"]), config)
-
-
-def ppo_iteration(model, optimizer, batch, scores, kl_controller, config, generator=None):
+def ppo_iteration(model, optimizer, batch, scores, config, generator=None):
     """Rewards, advantages and config.epochs epochs of minibatch updates on one scored batch.
     scores (B, N) from guards.shaped_scores or final_scores. Returns a dict of logged means:
-      reward          sum_t r_t per response (scores, length weight, KL and EOS penalties)
-      score           sum_t score_t per response (what the reward model said)
-      kl_ref          sum_t KL_t per response, the estimator config.kl_estimator
+      reward          sum_t r_t per response (scores, KL and EOS penalties)
+      score           sum_t score_t per response (what the reward said)
+      kl_ref          sum_t KL_t per response
       policy_loss, value_loss, entropy, approx_kl (E[(rho - 1) - log rho], measured before each step,
       so it shows how far the earlier steps had moved the policy), clip_fraction,
       value_clip_fraction, ratio: means over the minibatch steps
       explained_variance  1 - Var(R - V) / Var(R) of the rollout's values against the GAE(lambda)
-                      returns R (1 is a perfect critic); explained_variance_mc the same against the
-                      reward-to-go, comparable across lambdas
+                      returns R (1 is a perfect value function); explained_variance_mc the same
+                      against the reward-to-go, comparable across lambdas
       skipped         minibatches skipped because their mean ratio exploded
       length, eos_rate    mean response length (tokens, EOS included) and share ending in an EOS."""
     mask = batch["mask"]
     B = len(mask)
-    kl_tokens = kl_penalty(batch["logprobs"], batch["ref_logprobs"], config.kl_estimator) * mask
-    rewards = token_rewards(scores, batch["logprobs"], batch["ref_logprobs"], mask, batch["ended"], kl_controller.beta, config)
+    kl_tokens = (batch["logprobs"] - batch["ref_logprobs"]) * mask
+    rewards = token_rewards(scores, batch["logprobs"], batch["ref_logprobs"], mask, batch["ended"], config.beta, config)
     advantages, returns = compute_advantages(rewards, batch["values"], mask, config.gamma, config.lam)
     explained = explained_variance(batch["values"], returns, mask)
-    # the same against the plain reward-to-go (lambda 1), which does not depend on the method's lambda
     explained_mc = explained_variance(batch["values"], reward_to_go(rewards, mask, config.gamma), mask)
     advantages = masked_whiten(advantages, mask)
 
@@ -338,7 +268,6 @@ def ppo_iteration(model, optimizer, batch, scores, kl_controller, config, genera
                     (config.temperature, config.clip, value_clip, config.value_coef, config.entropy_coef)]
     loss_fn = compiled_ppo_loss if config.compile else ppo_loss
     totals, steps, skipped = torch.zeros(len(LOSS_STATS), device=device), 0, 0
-    norms, where = [], []  # every step's gradient norm, checked once after the epochs (no wait per step)
     model.train()
     for epoch in range(config.epochs):
         order = torch.randperm(B, generator=generator).to(device)
@@ -347,102 +276,55 @@ def ppo_iteration(model, optimizer, batch, scores, kl_controller, config, genera
             logits, values = model(batch["ids"][mb], batch["attention_mask"][mb], batch["start"], mask.shape[1])
             loss, stats = loss_fn(logits, values, batch["tokens"][mb], mask[mb], batch["logprobs"][mb],
                                   batch["values"][mb], advantages[mb], returns[mb], *coefficients)
-            # The minibatch's one wait for the device: skip it or not, and is its loss finite. Both
-            # decided alike on every rank: the mean ratio over ranks, a non-finite loss on any rank.
-            ratio, not_finite = parallel.all_mean(torch.stack([stats[-1], (~torch.isfinite(loss)).float()])).tolist()
+            # the minibatch's one wait for the device: skip it or not, and is its loss finite
+            ratio, not_finite = torch.stack([stats[-1], (~torch.isfinite(loss)).float()]).tolist()
             if ratio > config.max_ratio:
                 skipped += 1
                 continue
-            minibatch = f"(epoch {epoch}, minibatch {i // config.minibatch_size})"
             if not_finite:
-                raise Diverged(f"the PPO loss is {loss.item()} {minibatch}")
+                raise FloatingPointError(f"the PPO loss is {loss.item()} (epoch {epoch}, minibatch {i // config.minibatch_size})")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             # each group its own gradient clip: the value loss (returns of +-10) must not shrink the policy's step
-            norms.append(sum(torch.nn.utils.clip_grad_norm_(group["params"], 1.0) for group in optimizer.param_groups))
-            where.append(minibatch)
+            for group in optimizer.param_groups:
+                torch.nn.utils.clip_grad_norm_(group["params"], 1.0)
             optimizer.step()
             totals, steps = totals + stats, steps + 1
     model.eval()
-    # A non-finite norm (averaged over ranks by DDP: the same everywhere) has already spoilt the
-    # weights; the run stops here, before this iteration's state is saved.
-    if norms and not torch.isfinite(torch.stack(norms)).all():
-        first = int((~torch.isfinite(torch.stack(norms))).nonzero()[0])
-        raise Diverged(f"the PPO gradient norm is {norms[first].item()} {where[first]}")
     means = torch.stack([*(totals / max(1, steps)), rewards.sum(1).mean(), scores.sum(1).mean(),
-                         parallel.all_mean(kl_tokens.sum(1).mean()), mask.sum(1).mean(),
-                         batch["ended"].float().mean()]).tolist()  # one copy to the host
+                         kl_tokens.sum(1).mean(), mask.sum(1).mean(), batch["ended"].float().mean()]).tolist()
     logged = dict(zip(LOSS_STATS + ("reward", "score", "kl_ref", "length", "eos_rate"), means))
-    kl_controller.update(logged["kl_ref"], B)
-    logged.update(beta=kl_controller.beta, explained_variance=explained, explained_variance_mc=explained_mc, skipped=skipped)
+    logged.update(explained_variance=explained, explained_variance_mc=explained_mc, skipped=skipped)
     return logged
 
 
-def point(update, measured):
-    """A learning curve's point: (update, metric) or, for a tuple of metrics, (update, *metrics)."""
-    return (update, *measured) if isinstance(measured, tuple) else (update, measured)
-
-
 def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, evaluate=None, eval_every=10,
-          desc="ppo", snapshots=None):
+          desc="ppo"):
     """config.updates PPO iterations on prompts drawn from `prompts` (token-id lists).
     reward_fn(indices, tokens, mask) -> scores (B, N) for the prompts at those indices.
-    evaluate(gpt) -> validation metric, called before the first update, every eval_every updates
-    and after the last; a tuple (validation metric, other metrics...) puts them all in the curve's
-    point: (update, validation, others...). Before the first update the value head is fitted to one SFT batch
-    (warm_up_value; its batch is drawn like an update's). Returns (curve [(update, metric)],
-    history [logged dict per update], warmup {explained variance before and after the warm-up}).
-    snapshots (runstate.Snapshots): resume from its saved state if there is one (weights,
-    optimizer, KL coefficient, the three random states, curve, history and warm-up, and the reward's
-    own state when reward_fn has a state_dict), save it as the loop goes."""
-    snapshots = snapshots or Snapshots()
-    net = parallel.wrap(model)             # the module the PPO step calls; model itself with one process
-    rank_seed = seed + 1_000_003 * parallel.rank()  # under torchrun, each rank its own prompts and samples
-    rng = random.Random(rank_seed)
-    generator = torch.Generator(next(model.parameters()).device).manual_seed(rank_seed)
-    cpu_generator = torch.Generator().manual_seed(rank_seed)
+    evaluate(gpt) -> a validation metric (or a tuple: metric, then anything else to keep), called
+    before the first update, every eval_every updates and after the last: the curve's points
+    (update, metric, ...). Before the first update the value head is fitted to one SFT batch
+    (warm_up_value; its batch is drawn like an update's). Returns (curve, history [the logged dict of
+    each update], warmup {explained variance before and after the warm-up})."""
+    rng = random.Random(seed)
+    generator = torch.Generator(next(model.parameters()).device).manual_seed(seed)
+    cpu_generator = torch.Generator().manual_seed(seed)
     optimizer = model.optimizer(config)
-    kl_controller = KLController(config.beta, config.kl_target)
-    state = snapshots.load()
-    stateful = hasattr(reward_fn, "state_dict")  # a reward that learns as the run goes (text2grad.Refresh)
-    if state is None:
-        curve, history, start = ([point(0, evaluate(model.gpt))] if evaluate else []), [], 0
-        warmup = {}
-        if config.value_warmup_steps:
-            indices = rng.sample(range(len(prompts)), config.batch_size)
-            try:
-                before, after = warm_up_on_samples(model, optimizer, reference, prompts, indices, reward_fn, eos_id,
-                                                   pad_id, config, generator)
-            except Diverged as error:
-                snapshots.diverged(str(error), 0, desc)
-            warmup = {"explained_variance_before": before, "explained_variance_after": after}
-    else:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        rng.setstate(state["rng"])
-        generator.set_state(state["generator"])
-        cpu_generator.set_state(state["cpu_generator"])
-        kl_controller.beta, curve, history, start = state["beta"], [tuple(p) for p in state["curve"]], state["history"], state["step"]
-        warmup = state["warmup"]
-        if stateful:
-            reward_fn.load_state_dict(state["reward"])
-    bar = tqdm(range(start + 1, config.updates + 1), initial=start, total=config.updates, desc=desc, leave=False,
-               disable=not parallel.main_process())
+    point = lambda update, measured: (update, *measured) if isinstance(measured, tuple) else (update, measured)
+    curve, history, warmup = ([point(0, evaluate(model.gpt))] if evaluate else []), [], {}
+    if config.value_warmup_steps:
+        indices = rng.sample(range(len(prompts)), config.batch_size)
+        batch = rollout(model, reference, [prompts[i] for i in indices], eos_id, pad_id, config, generator)
+        before, after = warm_up_value(model, optimizer, batch, reward_fn(indices, batch["tokens"], batch["mask"]), config)
+        warmup = {"explained_variance_before": before, "explained_variance_after": after}
+    bar = tqdm(range(1, config.updates + 1), desc=desc, leave=False)
     for update in bar:
         indices = rng.sample(range(len(prompts)), config.batch_size)
         batch = rollout(model, reference, [prompts[i] for i in indices], eos_id, pad_id, config, generator)
         scores = reward_fn(indices, batch["tokens"], batch["mask"])
-        try:
-            history.append(ppo_iteration(net, optimizer, batch, scores, kl_controller, config, cpu_generator))
-        except Diverged as error:
-            snapshots.diverged(str(error), update, desc)
+        history.append(ppo_iteration(model, optimizer, batch, scores, config, cpu_generator))
         bar.set_postfix({k: f"{history[-1][k]:.3f}" for k in ("score", "kl_ref", "approx_kl")}, refresh=False)
         if evaluate and (update % eval_every == 0 or update == config.updates):
             curve.append(point(update, evaluate(model.gpt)))
-        snapshots.step_done(update, lambda: {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                             "rng": rng.getstate(), "generator": generator.get_state(),
-                                             "cpu_generator": cpu_generator.get_state(), "beta": kl_controller.beta,
-                                             "curve": curve, "history": history, "warmup": warmup,
-                                             **({"reward": reward_fn.state_dict()} if stateful else {})})
     return curve, history, warmup
-

@@ -35,21 +35,21 @@ The annotated records (data/annotations.py reads them) are encoded here: prompt,
 critique as token ids, and one delta per response token from align.py.
 """
 import os
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import parallel
 from align import align
 from data.annotations import annotation_fields
 from data.metrics import rouge_l
-from model import fit, generate, left_pad
+from model import generate, left_pad
+from sft import fit, response_ids
 
 IGNORE = -100          # target value the losses skip
 MAX_CRITIQUE_TOKENS = 96
 MAX_SKIPPED = 0.1      # the share of a split's records that may be skipped (a span not in the response)
-SHOWN = 6              # test prompts showcase() reads token by token (the first whose SFT response is blamed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,10 +204,6 @@ class RewardModel(nn.Module):
             loss = loss + critique
         return loss, parts
 
-    def forward(self, ids, critique_targets, span_labels, score_position, scores=None):
-        """The training loss, as forward: DistributedDataParallel (parallel.wrap) hooks forward."""
-        return self.loss(ids, critique_targets, span_labels, score_position, scores)
-
     @torch.no_grad()
     def predict(self, tokenizer, prompts, responses, batch_size=64):
         """(prompt, response) pairs -> (critiques, deltas): the critique the model writes (greedy;
@@ -256,53 +252,92 @@ class RewardModel(nn.Module):
         return (out_critiques if self.cot else [""] * len(out)), out
 
 
-def train_reward_model(model, tokenizer, items, steps, batch_size, lr, device, seed, desc="reward model",
-                       snapshots=None):
-    """model.fit (no warm-up: the trunk starts from the SFT weights) on encoded records
-    (encode_record). The span classes are weighted from the training labels first. Returns the loss
-    per step. snapshots: see model.fit."""
+def train_reward_model(model, tokenizer, items, steps, batch_size, lr, device, seed, desc="reward model"):
+    """sft.fit (no warm-up: the trunk starts from the SFT weights) on encoded records (encode_record).
+    The span classes are weighted from the training labels first. Returns the loss per step."""
     if model.kind == "span":
         counts = torch.bincount(torch.tensor([d + 1 for item in items for d in item["delta"]]), minlength=3).float()
         model.class_weights.copy_((counts.sum() / (3 * counts.clamp(min=1))).sqrt())
 
-    net = parallel.wrap(model)
 
     def batch_loss(step, rng):
         batch = rng.sample(items, batch_size)
         ids, critique_targets, span_labels, score_position = collate(tokenizer, batch, model.kind, model.cot, device)
         scores = torch.tensor([float(sum(item["delta"])) for item in batch], device=device)
-        return net(ids, critique_targets, span_labels, score_position, scores)
+        return model.loss(ids, critique_targets, span_labels, score_position, scores)
 
-    return fit(model, batch_loss, steps, lr, desc=desc, seed=seed, snapshots=snapshots)[0]
+    return fit(model, batch_loss, steps, lr, desc=desc, seed=seed)[0]
 
 
 def encode_sample(tokenizer, prompt, response_ids, annotation, block_size):
     """encode_record's item for a response given as the token ids a policy sampled (which need not be
     the tokenizer's own encoding of its text), annotated by the critic: the labels land on those ids.
-    Fitted to the block as every item is (fit_to_block): a policy that rambles to the length limit
-    gets long critiques, and those are the samples a refresh is for."""
+    The critique is cut to MAX_CRITIQUE_TOKENS, the most predict() writes, then fitted to the block as
+    every item is (fit_to_block): a policy that rambles to the length limit gets long critiques, and
+    those are the samples a refresh is for."""
     delta, _ = align(tokenizer.decode(response_ids), tokenizer.offsets(response_ids), annotation)
     item = {"prompt": tokenizer.encode(prompt), "response": list(response_ids),
-            "critique": tokenizer.encode(annotation["textual_feedback"]), "delta": [int(d) for d in delta]}
+            "critique": tokenizer.encode(annotation["textual_feedback"])[:MAX_CRITIQUE_TOKENS],
+            "delta": [int(d) for d in delta]}
     fit_to_block(tokenizer, item, block_size, f"a sampled response to {prompt[:40]!r}")
     return item
 
 
 def continue_training(model, tokenizer, fresh, original, steps, batch_size, lr, device, seed, desc="refresh"):
-    """More training of a trained reward model (the refresh, guards.Refresh): `steps` steps whose
+    """More training of a trained reward model (the refresh, Refresh): `steps` steps whose
     batches are half fresh items (the policy's own samples, annotated by the critic), half the
     original training items, so it learns what it never saw without forgetting what it knew. The
     class weights stay those of the first training. Returns the loss per step."""
-    net = parallel.wrap(model)
     half = batch_size // 2
 
     def batch_loss(step, rng):
         batch = [rng.choice(fresh) for _ in range(half)] + rng.sample(original, batch_size - half)
         ids, critique_targets, span_labels, score_position = collate(tokenizer, batch, model.kind, model.cot, device)
         scores = torch.tensor([float(sum(item["delta"])) for item in batch], device=device)
-        return net(ids, critique_targets, span_labels, score_position, scores)
+        return model.loss(ids, critique_targets, span_labels, score_position, scores)
 
     return fit(model, batch_loss, steps, lr, desc=desc, seed=seed)[0]
+
+
+@dataclass
+class RefreshConfig:
+    every: int = 4                # every this many rollouts the model trains on fresh annotations; 0: never
+    samples: int = 32             # rollout responses the critic annotates per refresh (the annotation budget)
+    steps: int = 20               # training steps per refresh, batches half fresh, half original
+    lr: float = 5e-4              # their learning rate
+
+
+class Refresh:
+    """A learned reward model refreshed on the policy's own samples, online training (iterated RLHF;
+    PRIME updates its reward model online): a reward model scores out of distribution what it never
+    saw. Called like a reward f(indices, tokens, mask): it scores the rollout with the reward model
+    as it is, and at every config.every-th rollout it scores (the value warm-up's counts) the critic
+    annotates the first config.samples of its responses, and the model continues training on all
+    the fresh annotations so far (continue_training). The span and the scalar reward model alike:
+    the same annotations feed whichever the method reads.
+    Annotation budget per run: samples x ((updates + 1) // every).
+    score: the method's f(indices, tokens, mask) reading `model` (text2grad.reward_function); model is
+    changed in place: give each run its own copy (text2grad.method_reward does). items: the model's
+    original training items, which every refresh keeps mixing in."""
+
+    def __init__(self, score, model, task, tokenizer, examples, items, config, seed=0):
+        self.model, self.score = model, score
+        self.task, self.tokenizer, self.examples, self.items = task, tokenizer, examples, items
+        self.config, self.seed, self.calls, self.fresh = config, seed, 0, []
+
+    def __call__(self, indices, tokens, mask):
+        scores = self.score(indices, tokens, mask)
+        self.calls += 1
+        if self.calls % self.config.every == 0:
+            n = self.config.samples
+            for i, ids in zip(indices[:n], response_ids(self.tokenizer, tokens[:n], mask[:n])):
+                annotation = self.task.critique(self.examples[i], self.tokenizer.decode(ids))
+                self.fresh.append(encode_sample(self.tokenizer, self.examples[i].prompt, ids, annotation,
+                                                self.model.gpt.config.block_size))
+            continue_training(self.model, self.tokenizer, self.fresh, self.items, self.config.steps, n,
+                              self.config.lr, next(self.model.parameters()).device,
+                              self.seed * 1000 + self.calls, desc=f"refresh {self.model.kind} reward model")
+        return scores
 
 
 # ---------------------------------------------------------------------------------------------
@@ -357,25 +392,3 @@ def evaluate_reward_model(model, tokenizer, records, items):
     if model.cot:
         result["critique_rougeL"] = sum(rouge_l(c, r["textual_feedback"]) for c, r in zip(critiques, records)) / len(records)
     return result, critiques, deltas
-
-
-def showcase(task, tokenizer, examples, samples, reward_model):
-    """The reward model's reading of a few test responses beside the critic's, token by token, for the
-    report to draw. samples: {method: its saved greedy test samples} (say "sft" and "text2grad"), one
-    per example in order. The first SHOWN prompts whose SFT response the critic blames (then any
-    others) get, per method: the response cut into tokens' text (tokenizer.pieces), the critic's
-    delta per token and critique, the reward model's."""
-    blamed = [i for i, s in enumerate(samples["sft"]) if s["poor_spans"]]
-    chosen = (blamed + [i for i in range(len(examples)) if i not in blamed])[:SHOWN]
-    entries = [{"prompt": examples[i].prompt, "reference": examples[i].reference} for i in chosen]
-    for name, rows in samples.items():
-        ids = [tokenizer.encode(rows[i]["response"]) for i in chosen]
-        critiques, deltas = reward_model.predict(tokenizer, [examples[i].prompt for i in chosen], ids)
-        for entry, i, r, critique, delta in zip(entries, chosen, ids, critiques, deltas):
-            row = rows[i]
-            entry[name] = {"response": row["response"], "pieces": tokenizer.pieces(r),
-                           "score": task.metrics(examples[i], row["response"])[task.PRIMARY],
-                           "critic": {"critique": row["textual_feedback"],
-                                      "delta": [int(d) for d in align(row["response"], tokenizer.offsets(r), row)[0]]},
-                           "reward_model": {"critique": critique, "delta": delta}}
-    return entries

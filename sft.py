@@ -16,19 +16,55 @@ one, and the SFT policy starts from a trunk that has them.
 evaluate() scores the policy's greedy responses with the task's metric (which no model touches) and
 asks the task's critic about them, so that the SFT tables and the PPO tables read the same way.
 """
+import math
+import random
+
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-import parallel
 from align import align
-from model import fit, generate
+from model import generate
 
 MAX_NEW_TOKENS = 64  # longest response the policy may write; demonstrations fit well inside
 
 
 # ---------------------------------------------------------------------------------------------
 # SFT: next-token cross-entropy on the demonstrations, response tokens only
+
+def fit(model, batch_loss, steps, lr, warmup=0, desc="train", seed=0, evaluate=None, eval_every=0):
+    """The optimisation loop SFT and the reward models share: Adam (no weight decay: the models are
+    tiny and the data plentiful), linear warm-up over `warmup` steps, then cosine decay to 10% of lr,
+    gradients clipped to norm 1. batch_loss(step, rng) -> (loss, {name: 0-d tensor to show}), rng the
+    loop's random.Random(seed). evaluate(model) -> {name: float}, every eval_every steps (and after
+    the last), in eval mode: the learning curve. Returns (the loss per step, the curve [(step, metrics)])."""
+    rng = random.Random(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.95))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: (s + 1) / warmup if s < warmup else
+                                                 0.1 + 0.45 * (1 + math.cos(math.pi * (s - warmup) / max(1, steps - warmup))))
+    losses, curve = [], []
+    model.train()
+    bar = tqdm(range(steps), desc=desc, leave=False)
+    for step in bar:
+        loss, parts = batch_loss(step, rng)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        # the step's one wait for the device: the loss and the bar's numbers together
+        loss_value, *shown = torch.stack([loss.detach(), *parts.values()]).tolist()
+        if not math.isfinite(loss_value):  # before the step reaches the weights
+            raise FloatingPointError(f"{desc}: the loss is {loss_value} at step {step}")
+        optimizer.step()
+        schedule.step()
+        losses.append(loss_value)
+        bar.set_postfix({k: f"{v:.3f}" for k, v in zip(parts, shown)}, refresh=False)
+        if evaluate is not None and eval_every and ((step + 1) % eval_every == 0 or step + 1 == steps):
+            model.eval()
+            curve.append((step + 1, evaluate(model)))
+            model.train()
+    model.eval()
+    return losses, curve
+
 
 def document_batch(tokenizer, documents, device, max_len=None):
     """Documents, each a list of turns (text, answer), as right-padded rows
@@ -62,26 +98,25 @@ def document_batch(tokenizer, documents, device, max_len=None):
     return inputs.to(device), targets.to(device), loss_mask.to(device)
 
 
-def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed, snapshots=None, evaluate=None,
-              eval_every=0, document=None, desc="sft"):
+def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed, evaluate=None, eval_every=0,
+              document=None, desc="sft"):
     """Next-token cross-entropy on the demonstrations (model.fit, 5% warm-up). Each batch is drawn at
     random from the whole pool, so from a pool of about steps * batch_size demonstrations each is
     seen once on average (and none often enough to be memorised). document(example, rng) -> turns:
     what is read of each drawn example instead of its demonstration (the pretraining stage's
     documents; data.document). Returns (the loss per step, the curve of evaluate(model) every
-    eval_every steps): see model.fit."""
-    net = parallel.wrap(model)
+    eval_every steps): see fit."""
     document = document or (lambda e, rng: [(e.prompt, e.demonstration)])
 
     def batch_loss(step, rng):
         documents = [document(e, rng) for e in rng.sample(examples, batch_size)]
         inputs, targets, loss_mask = document_batch(tokenizer, documents, device, model.config.block_size)
-        _, logits = net(inputs)                                                            # (B, T, V)
+        _, logits = model(inputs)                                                          # (B, T, V)
         nll = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none")  # (B*T,)
         loss = (nll * loss_mask.flatten()).sum() / loss_mask.sum()  # mean over answer tokens
         return loss, {"loss": loss.detach()}
 
-    return fit(model, batch_loss, steps, lr, warmup=max(1, steps // 20), desc=desc, seed=seed, snapshots=snapshots,
+    return fit(model, batch_loss, steps, lr, warmup=max(1, steps // 20), desc=desc, seed=seed,
                evaluate=evaluate, eval_every=eval_every)
 
 
@@ -99,7 +134,7 @@ def respond(model, tokenizer, prompts, greedy=True, temperature=1.0, batch_size=
     desc: the progress bar's label; None for no bar (inside another loop's bar)."""
     texts, ids = [], []
     for i in tqdm(range(0, len(prompts), batch_size), desc=desc, leave=False,
-                  disable=desc is None or not parallel.main_process()):
+                  disable=desc is None):
         chunk = [tokenizer.prompt(p) for p in prompts[i:i + batch_size]]
         tokens, _, mask = generate(model, chunk, MAX_NEW_TOKENS, tokenizer.eos_id, tokenizer.pad_id,
                                    temperature=temperature, greedy=greedy, generator=generator)

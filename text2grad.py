@@ -1,151 +1,119 @@
-"""text2grad: the experiment, end to end, on one toy task. Read it top to bottom:
+"""text2grad.py: Text2Grad against scalar PPO on one toy task, end to end, read top to bottom.
 
-    the 2 x 2 of methods and reward_function, where each method's reward lands (the key idea)
-    data -> tokenizer -> SFT policy -> annotation by the task's critic -> reward models
-    -> PPO with each method's reward (GAE lambda chosen on validation, several seeds)
-    -> test -> results.json (run), and the command line (main)
+    python text2grad.py                      # summarize, one seed: a first look in a few minutes
+    python text2grad.py --task code --seed 1
 
-`python text2grad.py --help` lists the flags; DETAILS.md lists what a run writes. The run records
-what it measured, seed by seed; the studies in experiments/ read it: `python -m experiments.report`
-prints the tables with intervals and paired differences and writes report.html.
+    data -> tokenizer -> pretraining -> SFT policy -> annotation by the task's critic
+    -> reward models -> PPO with each method's reward (the 2 x 2 below) -> test -> one table
 
-Seeds: --seeds N repeats PPO (seed, seed+1, ...) from the same SFT policy and reward models; for a
-given seed every method draws the same prompts in the same order, so methods are compared seed by
-seed (COMPARISONS, read by experiments/summary.py). --reward-seeds N does the same for the span
-reward models.
+The one idea is reward_function: the same critique lands either on the tokens its spans name
+(Text2Grad) or, summed, on the last token (scalar RLHF), judged either by a learned reward model or
+by the critic itself. Everything else is shared, so the table's rows differ only in that.
+
+What this script leaves to the lab (experiments/): seeds and intervals, the choice of GAE lambda
+on validation (its choices are LAMBDAS below), the no-critique ablation, resuming a stopped run,
+the report and figures: `python -m experiments.protocol` runs the full experiment.
 """
 import argparse
 import copy
-import glob
-import json
-import os
-import sys
+import dataclasses
 import time
-from dataclasses import replace
+from dataclasses import dataclass
 
 import torch
 
 import guards
-import parallel
 import ppo
 from align import align
-from checkpoint import load_checkpoint, save_checkpoint
-from data import SPLITS, document, get_task, make_splits
-from data.annotations import annotate, read_annotations, read_jsonl
+from data import document, get_task, make_splits
+from data.annotations import annotate
 from data.tokenizer import Tokenizer, training_texts
-from model import GPT, GPTConfig, generate
-from reward import (RewardModel, encode_splits, evaluate_reward_model, showcase,
-                    train_reward_model)
-from runstate import (Diverged, Interrupted, Progress, add_run_flags, atomic_save, check_run_flags, checked,
-                      fail, pick_device)
-from sft import (MAX_NEW_TOKENS, evaluate, flaw_rates, mean_metrics, primary_score, respond,
-                 response_ids, train_sft)
+from model import GPT, GPTConfig
+from reward import Refresh, RefreshConfig, RewardModel, encode_records, evaluate_reward_model, train_reward_model
+from sft import MAX_NEW_TOKENS, evaluate, primary_score, respond, response_ids, train_sft
 
-# Sizes a run may pick with --preset. "small" is a first look: 3 minutes on 2 CPU cores; "large"
-# is the one-GPU setting (hours on a CPU).
-#   train           PPO's training prompts
-#   annotated       training prompts whose sampled responses (samples_per_prompt each) the critic
-#                   annotates for the reward models
-#   demonstrations  the SFT pool; batches are drawn from it at random, so with about
-#                   sft_steps * batch_size each is seen once on average (fresh data, nothing to
-#                   memorise; experiment_splits). "large" draws each about 4 times, to keep the
-#                   pool's generation and memory small
-#   sft_eval_every  steps between points of the SFT (and pretraining) learning curve (greedy validation metrics)
-#   pretrain_steps  steps of the pretraining stage before SFT (pretrain_stage); 0 or absent: none
-#   ppo             PPOConfig fields; eval_every: updates between points of the PPO validation curve;
-#   lambdas         the GAE lambda grid each method chooses from on validation (ppo_stage)
-#   choose_by, test_curve  optional, set by the K sweep (experiments/sweep.py): choose lambda by the validation
-#                   curve's mean rather than its final point; score the test prompts at every point
-PRESETS = {
-    "default": dict(train=4000, annotated=4000, demonstrations=38400, validation=200, test=200, vocab_size=1024,
-                    sft_steps=1200, batch_size=32, lr=2e-3, sft_eval_every=200, pretrain_steps=800,
-                    model=dict(n_layer=4, n_head=4, n_embd=128),
-                    samples_per_prompt=2, reward_steps=400, reward_lr=2e-3,
-                    ppo=dict(updates=12, batch_size=64, minibatch_size=32, lr=5e-5), eval_every=3,
-                    lambdas=(0.0, 0.5, 0.95)),
-    "small": dict(train=1500, annotated=1500, demonstrations=12800, validation=100, test=100, vocab_size=512,
-                  sft_steps=400, batch_size=32, lr=3e-3, sft_eval_every=100, pretrain_steps=200,
-                  model=dict(n_layer=2, n_head=4, n_embd=96),
-                  samples_per_prompt=1, reward_steps=200, reward_lr=2e-3,
-                  ppo=dict(updates=8, batch_size=32, minibatch_size=32, lr=3e-5), eval_every=2,
-                  lambdas=(0.0, 0.5, 0.95)),
-    "large": dict(train=8000, annotated=16000, demonstrations=128000, validation=200, test=200, vocab_size=1024,
-                  sft_steps=8000, batch_size=64, lr=1e-3, sft_eval_every=500, pretrain_steps=2000,
-                  model=dict(n_layer=8, n_head=8, n_embd=256),
-                  samples_per_prompt=2, reward_steps=3000, reward_lr=5e-4,
-                  ppo=dict(updates=24, batch_size=128, minibatch_size=64, lr=3e-5), eval_every=4,
-                  lambdas=(0.0, 0.5, 0.95)),
-    # the test suite's end-to-end run: every stage, seconds on a CPU; its numbers mean nothing
-    "tiny": dict(train=64, annotated=64, demonstrations=320, validation=16, test=16, vocab_size=512,
-                 sft_steps=20, batch_size=16, lr=3e-3, sft_eval_every=10, pretrain_steps=10,
-                 model=dict(n_layer=1, n_head=2, n_embd=32, block_size=512),
-                 samples_per_prompt=1, reward_steps=5, reward_lr=2e-3,
-                 ppo=dict(updates=2, batch_size=8, minibatch_size=8, lr=3e-5, refresh_every=2), eval_every=1,
-                 lambdas=(0.0, 0.95)),
-}
 
-# How PPO pays praise, the guards' one per-task setting (PPOConfig.praise; --praise overrides it):
-# "span" pays each distinct praised phrase +1 once, "token" every praised token +1 (the paper).
-# Chosen on each task's validation prompts, the same for all four methods (RESULTS.md, "With the
-# guards"): summarize's critic states an omission only in prose, so praise per phrase makes dropping
-# a long praised clause cheap there (mean final validation score over the methods 0.903 with "span",
-# 0.999 with "token"); on code and qa the two tie (0.873 / 0.870, 0.975 / 0.975), and the K sweep's
-# default, "span", stays.
+@dataclass
+class Config:
+    task: str = "summarize"       # the toy task: summarize, code or qa (data/)
+    seed: int = 0                 # every random draw: data, weights, batches, samples
+    device: str = "auto"          # auto (cuda if there is one), cpu, cuda, cuda:1, ...
+    # data: the tasks are generated, so the SFT pool is fresh text (each example drawn about once)
+    train: int = 4000             # PPO's training prompts (the tokenizer reads the pool's text)
+    annotated: int = 4000         # training prompts whose sampled responses the critic annotates
+    demonstrations: int = 38400   # the pretraining and SFT pool
+    validation: int = 200         # validation prompts (the PPO curves)
+    test: int = 200               # test prompts (the table)
+    vocab_size: int = 1024        # byte-level BPE vocabulary, special tokens included
+    # the GPT (policy, reference and reward-model trunk alike)
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    block_size: int = 256         # longest sequence the positions cover
+    # pretraining and SFT (sft.fit: Adam, warm-up, cosine decay)
+    pretrain_steps: int = 800     # steps on documents of the task's correct text (data.document)
+    sft_steps: int = 1200         # steps on the flawed demonstrations
+    batch_size: int = 32          # sequences per step (pretraining, SFT and the reward models)
+    lr: float = 2e-3              # peak learning rate of pretraining and SFT
+    # annotation and the reward models
+    samples_per_prompt: int = 2   # responses sampled per annotated prompt (temperature 1)
+    reward_steps: int = 400       # steps per reward model
+    reward_lr: float = 2e-3       # their learning rate
+    # PPO: the same for every method (ppo.PPOConfig holds the rest)
+    updates: int = 12             # PPO iterations
+    ppo_batch_size: int = 64      # prompts per rollout
+    minibatch_size: int = 32      # sequences per gradient step
+    ppo_lr: float = 5e-5          # the policy's Adam learning rate
+    eval_every: int = 3           # updates between points of the validation curve
+    compile: bool = False         # torch.compile the hot loss path (loss.py)
+
+
+# How PPO pays praise (guards.Guards.praise), chosen per task on validation (RESULTS.md): "span" a
+# praised phrase +1 once, "token" every praised token +1 (the paper). Summarize's critic states an
+# omission only in prose, so per phrase made dropping a praised clause cheap there.
 PRAISE = {"summarize": "token", "code": "span", "qa": "span"}
+# Each method's GAE lambda, chosen by the lab on each task's validation prompts from {0, 0.5, 0.95}
+# (experiments/protocol.py); 0.95 is the paper's.
+LAMBDAS = {"summarize": {"ppo_scalar": 0.95, "text2grad": 0.95, "oracle_scalar": 0.95, "oracle": 0.95},
+           "code": {"ppo_scalar": 0.95, "text2grad": 0.0, "oracle_scalar": 0.95, "oracle": 0.0},
+           "qa": {"ppo_scalar": 0.95, "text2grad": 0.95, "oracle_scalar": 0.5, "oracle": 0.95}}
 
-# ---------------------------------------------------------------------------------------------
-# The methods compared, and where each one's reward lands
-
-# The three reward models: name -> (kind, cot). "cot" is Text2Grad's; "no_cot" the paper's ablation
-# without the critique; "scalar" one score per response, for the standard-PPO baseline.
+# The reward models: name -> (kind, cot). "cot" is Text2Grad's (critique first, then a label per
+# token); "no_cot" the paper's ablation without the critique; "scalar" one score per response.
 REWARD_MODELS = {"cot": ("span", True), "no_cot": ("span", False), "scalar": ("scalar", False)}
-# The PPO runs compared: method -> (who judges, where the reward lands); see reward_function.
-# Who judges: a learned reward model (a REWARD_MODELS name) or the task's critic itself ("critic").
-# Where: on every response token (delta_t, Text2Grad's way) or summed onto the last one (RLHF's way).
+# The 2 x 2: method -> (who judges, where the reward lands).
 #                        every token                last token
 #   learned model        text2grad (cot)            ppo_scalar (scalar)
 #   the critic itself    oracle                     oracle_scalar
-# Across a row only the placement changes; down a column only the judge. The paper's ablation
-# without the critique ("no_cot") is compared as a reward model (span F1), not through PPO: one more
-# method would add about a quarter to the PPO stage. Add ("no_cot", "every") here to run it.
+# Across a row only the placement changes; down a column only the judge.
 METHODS = {"ppo_scalar": ("scalar", "last"), "text2grad": ("cot", "every"), "oracle_scalar": ("critic", "last"),
            "oracle": ("critic", "every")}
-# The paired differences the verdicts read, fixed before any run: (a, b) -> a - b per seed. Across
-# each row of the 2x2 (where the reward lands), down each column (who judges), and the diagonal.
-# experiments/summary.py computes them from results.json.
-COMPARISONS = [("text2grad", "ppo_scalar"), ("oracle", "oracle_scalar"), ("oracle", "text2grad"),
-               ("oracle_scalar", "ppo_scalar"), ("text2grad", "oracle_scalar")]
-SEEDED_METRICS = ("positive_f1", "negative_f1", "exact_span_match", "critique_rougeL")  # kept per reward-model seed
 
 
-def reward_function(method, task, tokenizer, examples, reward_models, config=None):
+def reward_function(method, task, tokenizer, examples, reward_models, shaping=None):
     """The reward for PPO, the one place the methods differ: f(indices, tokens, mask) -> scores (B, N)
     for sampled responses to examples[indices]. METHODS[method] = (judge, where):
       judge "cot"     Text2Grad's reward model writes a critique, then a delta per token
             "no_cot"  the same model without the critique
             "critic"  the task's own critic, its spans aligned to the sampled tokens
             "scalar"  the scalar reward model: one number per response, trained on sum_t delta_t
-      where "every"   score_t = delta_t on every response token, through the guards of config
-                      (guards.shaped_scores: praise bounded per phrase, none for a cut response, faded
-                      past praise_fade_at)
+      where "every"   score_t = delta_t on every response token, through the guards (guards.shaped_scores)
             "last"    the same scores summed, sum_t score_t, on the last real token, 0 elsewhere
-                      (ppo.final_scores): the same information in one number. The scalar reward
-                      model is trained on the plain sum_t delta_t (the usual scalar baseline); with
-                      config.cut_praise a cut response's score is capped at 0, its share of the guards.
-    config (ppo.PPOConfig) None: no guard at all, the judge's own numbers (what the over-optimisation
-    measurement reads as the proxy)."""
+                      (ppo.final_scores): the same information in one number. The scalar model's
+                      number is its own; with cut_praise a cut response's score is capped at 0.
+    shaping (guards.Guards) None: no guard at all, the judge's own numbers."""
     judge, where = METHODS[method]
     if judge == "scalar" and where != "last":
         raise ValueError(f"{method}: the scalar reward model has one score per response; it can only land on the last token")
     prompts = [tokenizer.encode(e.prompt) for e in examples]
-    config = config or ppo.PPOConfig(praise_fade_at=None, praise="token", cut_praise=False)
+    shaping = shaping or guards.Guards(praise="token", cut_praise=False, praise_fade_at=None)
 
     def scores(indices, tokens, mask):
         ids, ended, mask = response_ids(tokenizer, tokens, mask), ppo.ended_with_eos(tokens, mask, tokenizer.eos_id), mask.float()
         batch_prompts = [prompts[i] for i in indices]
         if judge == "scalar":
             values = torch.tensor(reward_models["scalar"].predict(tokenizer, batch_prompts, ids))
-            if config.cut_praise:
+            if shaping.cut_praise:
                 values = torch.where(ended.cpu(), values, values.clamp(max=0))
             return ppo.final_scores(values, mask)
         if judge == "critic":
@@ -154,463 +122,131 @@ def reward_function(method, task, tokenizer, examples, reward_models, config=Non
                       for i, text, r in zip(indices, texts, ids)]
         else:
             _, deltas = reward_models[judge].predict(tokenizer, batch_prompts, ids)
-        dense = guards.shaped_scores(deltas, ids, mask, ended, config)
+        dense = guards.shaped_scores(deltas, ids, mask, ended, shaping)
         return ppo.final_scores(dense.sum(1), mask) if where == "last" else dense
     return scores
 
 
-def method_reward(method, task, tokenizer, examples, reward_models, config, items=None, seed=0):
-    """(reward, the reward models it reads) for one PPO run of `method`: reward_function's, or with
-    config.refresh_every a guards.Refresh over the run's own copy of its learned reward model (items: the
-    reward models' training items, which the refresh keeps mixing in)."""
+def method_reward(method, task, tokenizer, examples, reward_models, shaping, refresh, items, seed=0):
+    """(reward, the reward models it reads) for one PPO run of `method`: reward_function's, wrapped in
+    a reward.Refresh of the run's own copy of its learned reward model (refresh.every 0: none; items:
+    the reward model's training items, which the refresh keeps mixing in)."""
     judge = METHODS[method][0]
-    if not config.refresh_every or judge not in reward_models:
-        return reward_function(method, task, tokenizer, examples, reward_models, config), reward_models
-    if items is None:
-        raise ValueError("refreshing a reward model needs its training items")
+    if not refresh.every or judge not in reward_models:
+        return reward_function(method, task, tokenizer, examples, reward_models, shaping), reward_models
     own = {**reward_models, judge: copy.deepcopy(reward_models[judge])}
-    score = reward_function(method, task, tokenizer, examples, own, config)
-    return guards.Refresh(score, own[judge], task, tokenizer, examples, items, config, seed), own
+    score = reward_function(method, task, tokenizer, examples, own, shaping)
+    return Refresh(score, own[judge], task, tokenizer, examples, items, refresh, seed), own
 
 
-def overoptimisation(method, task, tokenizer, examples, reward_models, reference, config, seed=0):
-    """Over-optimisation measured as Gao et al. (2023) measure it: f(gpt) -> a dict of means over one
-    sampled response per example (temperature config.temperature, the same random numbers at every
-    call, so successive points differ by the policy only):
-      proxy       what the method's own judge says, unguarded: sum_t delta_t of the span reward model,
-                  the scalar reward model's number, the critic's sum for the oracle methods
-      gold        the critic's sum_t delta_t (praised minus blamed tokens), the proxy's units
-      kl          KL(pi || pi_sft) per response, its k1 estimate sum_t log pi(y_t) - log pi_sft(y_t)
-      length      response tokens, EOS included
-      criticised  the share of response tokens the critic blames
-    Plotted against sqrt(kl): a proxy that keeps rising while the gold turns is a reward being gamed."""
-    judge = METHODS[method][0]
-    proxy_fn = reward_function(method, task, tokenizer, examples, reward_models)
-    critic_fn = reward_function("oracle", task, tokenizer, examples, reward_models)  # dense, unguarded
-    prompts = [tokenizer.prompt(e.prompt) for e in examples]
-    indices = list(range(len(examples)))
-
-    def measure(gpt):
-        device = next(gpt.parameters()).device
-        generator = torch.Generator(device).manual_seed(seed)
-        tokens, _, mask = generate(gpt, prompts, config.max_new_tokens, tokenizer.eos_id, tokenizer.pad_id,
-                                   temperature=config.temperature, generator=generator)
-        kl = (ppo.response_logprobs(gpt, prompts, tokens, mask, tokenizer.pad_id, config.temperature)
-              - ppo.response_logprobs(reference, prompts, tokens, mask, tokenizer.pad_id, config.temperature)).sum(1)
-        critic = critic_fn(indices, tokens, mask)  # (B, N)
-        gold = critic.sum(1)
-        proxy = gold if judge == "critic" else proxy_fn(indices, tokens, mask).sum(1)
-        length = mask.float().sum(1)
-        return {"proxy": proxy.mean().item(), "gold": gold.mean().item(), "kl": kl.mean().item(),
-                "length": length.mean().item(), "criticised": ((critic < 0).float().sum() / length.sum()).item()}
-    return measure
+def experiment_splits(task, sizes, seed):
+    """(splits, demonstrations): validation and test of the given sizes, and the training pool of
+    sizes["demonstrations"] (or more) examples; splits["train"], PPO's prompts, is its first
+    sizes["train"]. No training prompt is a held-out one (data.make_splits)."""
+    pool = max(sizes["train"], sizes["annotated"], sizes["demonstrations"])
+    splits = make_splits(task, {"train": pool, "validation": sizes["validation"], "test": sizes["test"]}, seed=seed)
+    return {**splits, "train": splits["train"][:sizes["train"]]}, splits["train"]
 
 
-# ---------------------------------------------------------------------------------------------
-# Data, tokenizer and the SFT policy
-
-def experiment_splits(task, preset, seed):
-    """(splits, demonstrations): held-out splits of the preset's sizes, and the SFT pool of
-    preset["demonstrations"] training examples (fresh data: each drawn about once). splits["train"],
-    PPO's prompts and what the tokenizer reads, is the pool's first preset["train"]; the annotations
-    sample its first preset["annotated"]. No training prompt is a held-out one (data.make_splits)."""
-    pool = max(preset["train"], preset["annotated"], preset["demonstrations"])
-    splits = make_splits(task, {**{s: preset[s] for s in SPLITS}, "train": pool}, seed=seed)
-    demonstrations = splits["train"]
-    return {**splits, "train": demonstrations[:preset["train"]]}, demonstrations
-
-
-def tokenizer_stage(task, train, vocab_size, out, progress):
-    """The data stage: a tokenizer trained on the training split's text only, saved as
-    out/tokenizer.json, and what the demonstrations hold (flaw rates, their own metric); once
-    finished (--resume), the tokenizer is read back."""
-    start, path = time.time(), os.path.join(out, "tokenizer.json")
-    if "data" not in progress:
-        tokenizer = Tokenizer.train(training_texts(task, train), vocab_size)
-        atomic_save(tokenizer.to_json(), path)
-        progress.finish("data", {"demonstration_flaw_rates": flaw_rates(train), "demonstration_score": sum(
-            task.metrics(e, e.demonstration)[task.PRIMARY] for e in train) / len(train)}, start)
-        return tokenizer
+def pick_device(name):
+    """The device to run on: "auto" is cuda when there is one; ValueError for one torch cannot use here."""
+    name = ("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else name
     try:
-        with open(path, encoding="utf-8") as f:
-            return Tokenizer.from_json(f.read())
-    except Exception as error:  # missing, or not a tokenizer file
-        fail(f"--resume: cannot read {path} ({type(error).__name__}); run without --resume")
+        torch.zeros(1, device=name)
+    except (RuntimeError, ValueError, AssertionError):
+        raise ValueError(f"--device {name} is not a device torch can use here; try --device cpu") from None
+    return name
 
 
-def sft_stage(task, demonstrations, validation, tokenizer, preset, device, seed, out, progress, name="sft",
-              start_from=None, steps=None, document=None):
-    """The SFT stage: a GPT of preset["model"] trained on the demonstrations, saved as out/{name}.pt
-    (or, once finished, loaded from it). It starts from start_from (a .pt file: the pretrained base)
-    or, when None, from random weights; steps defaults to preset["sft_steps"]; document: see
-    sft.train_sft (the pretraining stage's). With preset["sft_eval_every"], the task's metrics of
-    greedy validation responses every that many steps make the learning curve ("curve": [(step,
-    metrics)]). Returns the policy."""
-    start, path = time.time(), os.path.join(out, f"{name}.pt")
-    config = GPTConfig(vocab_size=tokenizer.vocab_size, **preset["model"])
-    steps = steps or preset["sft_steps"]
-    if name not in progress:
-        torch.manual_seed(seed)
-        model = GPT(config).to(device) if start_from is None else load_checkpoint(start_from, device, tokenizer,
-                                                                                    config)[0]
-        flawed = sum(bool(e.flaws) for e in demonstrations) / len(demonstrations)
-        data = "their references" if document else f"{flawed:.0%} flawed"
-        print(f"[{task.NAME}] {name}: {model.num_params() / 1e6:.2f}M parameters, {len(demonstrations)} examples "
-              f"({data}), from {start_from or 'random weights'}, device {device}")
-        snapshots = progress.snapshots(name)
-        losses, curve = train_sft(model, tokenizer, demonstrations, steps, preset["batch_size"],
-                                  preset["lr"], device, seed, snapshots,
-                                  evaluate=lambda m: mean_metrics(task, m, tokenizer, validation, desc=None),
-                                  eval_every=preset.get("sft_eval_every", 0), document=document, desc=name)
-        save_checkpoint(path, model, tokenizer, steps)
-        snapshots.clear()
-        progress.finish(name, {"final_loss": sum(losses[-50:]) / len(losses[-50:]), "curve": curve}, start)
-    return load_checkpoint(path, device, tokenizer, config)[0]
+def run(config):
+    """The method on one task, stage by stage; prints what each stage made and, last, the table."""
+    task, device, start = get_task(config.task), pick_device(config.device), time.time()
+    say = lambda message: print(f"[{task.NAME} {time.time() - start:4.0f}s] {message}")
+    torch.manual_seed(config.seed)
 
+    # data and tokenizer: the tokenizer reads the training split only
+    splits, demonstrations = experiment_splits(task, dataclasses.asdict(config), config.seed)
+    tokenizer = Tokenizer.train(training_texts(task, splits["train"]), config.vocab_size)
+    gpt_config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=config.block_size, n_layer=config.n_layer,
+                           n_head=config.n_head, n_embd=config.n_embd)
 
-def pretrain_stage(task, examples, validation, tokenizer, preset, device, seed, out, progress):
-    """The pretraining stage, what every real Text2Grad trunk has before SFT: the same GPT trained
-    for preset["pretrain_steps"] on documents of the task's correct text (data.document: on qa a
-    passage with a dozen questions and their answers, loss on every answer), saved as out/base.pt,
-    from which the SFT policy (and so the reward models) start. Without it this GPT never learns
-    qa's look-up (RESULTS.md, the look-up study). Returns base.pt's path, or None when the preset
-    has no pretraining."""
-    if not preset.get("pretrain_steps"):
-        return None
-    sft_stage(task, examples, validation, tokenizer, preset, device, seed, out, progress, name="base",
-              steps=preset["pretrain_steps"], document=lambda e, rng: document(task, e, rng))
-    return os.path.join(out, "base.pt")
+    # pretraining on the task's correct text, then SFT on the flawed demonstrations
+    policy = GPT(gpt_config).to(device)
+    train_sft(policy, tokenizer, demonstrations, config.pretrain_steps, config.batch_size, config.lr, device,
+              config.seed, document=lambda e, rng: document(task, e, rng), desc="pretraining")
+    train_sft(policy, tokenizer, demonstrations, config.sft_steps, config.batch_size, config.lr, device, config.seed)
+    sft_test, _ = evaluate(task, policy, tokenizer, splits["test"])
+    say(f"SFT: test {task.PRIMARY} {sft_test[task.PRIMARY]:.3f}, the critic blames {sft_test['criticised']:.0%} "
+        f"of its responses")
 
+    # annotation: the SFT policy's own samples, read by the task's critic (the paper's GPT-4o)
+    generator = torch.Generator(device).manual_seed(config.seed)
+    records, items = {}, {}
+    for split, k in (("train", config.samples_per_prompt), ("test", 1)):
+        examples = [e for e in (demonstrations[:config.annotated] if split == "train" else splits[split])
+                    for _ in range(k)]
+        responses, _ = respond(policy, tokenizer, [e.prompt for e in examples], greedy=False, generator=generator,
+                               desc=f"annotate {split}")
+        records[split], items[split], _ = encode_records(tokenizer, annotate(task, examples, responses),
+                                                         config.block_size)
 
-# ---------------------------------------------------------------------------------------------
-# Annotation and reward models
-
-def annotate_stage(task, policy, tokenizer, splits, samples_per_prompt, seed, out):
-    """Sample responses from the SFT policy at temperature 1 (the reward model must know the policy's
-    own mistakes, not only the demonstrations'), let the task's critic annotate them, save JSONL.
-    Returns {split: records}."""
-    generator = torch.Generator(next(policy.parameters()).device).manual_seed(seed)
-    records = {}
-    for split, k in (("train", samples_per_prompt), ("validation", 1), ("test", 1)):
-        examples = [e for e in splits[split] for _ in range(k)]
-        responses, _ = respond(policy, tokenizer, [e.prompt for e in examples], greedy=False,
-                               generator=generator, desc=f"annotate {split}")
-        records[split] = annotate(task, examples, responses)
-        path = os.path.join(out, f"annotations_{split}.jsonl")
-        atomic_save("".join(json.dumps(r) + "\n" for r in records[split]), path)
-    return records
-
-
-def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out, progress, names=tuple(REWARD_MODELS)):
-    """Train (or, when resuming, load) and evaluate the reward models `names` (of REWARD_MODELS) on
-    the annotated records ({split: records}) and their encodings ({split: items}), each starting from
-    a copy of `trunk` with a zero-initialised head. The span models are trained once per seed of
-    `seeds` (--seed, --seed+1, ...: the seed sets only the minibatch order, the same for cot and
-    no_cot, so a seed is a pair); the first seed's model, saved as reward_{name}.pt, is the one PPO
-    uses. The scalar model is trained once. Each is evaluated on test (reported) and on validation
-    (for comparing settings, e.g. --reward-start, without reading test).
-    Returns ({name: the first seed's metrics, with "seeds": {metric: [per seed]}}, {name: model})."""
-    results, models = {}, {}
-    for name in names:
+    # the reward models, each from a copy of the SFT policy: Text2Grad's and the scalar one
+    reward_models = {}
+    for name in sorted({judge for judge, _ in METHODS.values() if judge in REWARD_MODELS}):
         kind, cot = REWARD_MODELS[name]
-        stages = {seed: f"reward/{name}" + ("" if seed == seeds[0] else f"/{seed}")
-                  for seed in (seeds if kind == "span" else seeds[:1])}
-        for seed, stage in stages.items():
-            if stage in progress:
-                continue
-            start = time.time()
-            model = RewardModel(copy.deepcopy(trunk), kind, cot).to(device)
-            snapshots = progress.snapshots(stage.replace("/", "_"))
-            losses = train_reward_model(model, tokenizer, encoded["train"], preset["reward_steps"], preset["batch_size"],
-                                        preset["reward_lr"], device, seed, desc=f"reward model ({name}, seed {seed})",
-                                        snapshots=snapshots)
-            if seed == seeds[0]:
-                save_checkpoint(os.path.join(out, f"reward_{name}.pt"), model, tokenizer, preset["reward_steps"],
-                                kind=kind, cot=cot)
-            metrics, _, _ = evaluate_reward_model(model, tokenizer, records["test"], encoded["test"])
-            validation, _, _ = evaluate_reward_model(model, tokenizer, records["validation"], encoded["validation"])
-            metrics.update(final_loss=sum(losses[-20:]) / len(losses[-20:]), validation=validation)
-            snapshots.clear()
-            progress.finish(stage, metrics, start)
-        models[name] = load_checkpoint(os.path.join(out, f"reward_{name}.pt"), device, tokenizer, trunk.config)[0]
-        runs = [progress[stage] for stage in stages.values()]
-        results[name] = {**runs[0], "time_s": sum(progress.time(stage) for stage in stages.values()),
-                         "seeds": {k: [run[k] for run in runs] for k in SEEDED_METRICS if k in runs[0]}}
-    return results, models
+        model = RewardModel(copy.deepcopy(policy), kind, cot).to(device)
+        train_reward_model(model, tokenizer, items["train"], config.reward_steps, config.batch_size,
+                           config.reward_lr, device, config.seed, desc=f"reward model ({name})")
+        metrics, _, _ = evaluate_reward_model(model, tokenizer, records["test"], items["test"])
+        say(f"reward model {name}: " + (f"test span F1 praised {metrics['positive_f1']:.3f}, blamed "
+                                        f"{metrics['negative_f1']:.3f}" if kind == "span" else
+                                        f"test correlation with sum_t delta_t {metrics['score_correlation']:.3f}"))
+        reward_models[name] = model
 
+    # PPO from the SFT policy with each method's reward; the same prompts and seed for every method
+    shaping, refresh = guards.Guards(praise=PRAISE[task.NAME]), RefreshConfig()
+    prompts = [tokenizer.prompt(e.prompt) for e in splits["train"]]
+    table = {"sft": (None, [sft_test[task.PRIMARY]], sft_test[task.PRIMARY])}
+    for method in METHODS:
+        lam = LAMBDAS[task.NAME][method]
+        ppo_config = ppo.PPOConfig(updates=config.updates, batch_size=config.ppo_batch_size,
+                                   minibatch_size=config.minibatch_size, lr=config.ppo_lr, lam=lam,
+                                   max_new_tokens=MAX_NEW_TOKENS, compile=config.compile)
+        reward, _ = method_reward(method, task, tokenizer, splits["train"], reward_models, shaping, refresh,
+                                  items["train"], config.seed)
+        actor = ppo.ActorCritic(copy.deepcopy(policy), ppo_config.detach_value)
+        curve, _, _ = ppo.train(actor, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, ppo_config,
+                                seed=config.seed, evaluate=lambda gpt: primary_score(task, gpt, tokenizer, splits["validation"]),
+                                eval_every=config.eval_every, desc=f"ppo {method}")
+        test, _ = evaluate(task, actor.gpt, tokenizer, splits["test"])
+        table[method] = (lam, [score for _, score in curve], test[task.PRIMARY])
+        say(f"PPO {method}: test {task.PRIMARY} {test[task.PRIMARY]:.3f}")
 
-# ---------------------------------------------------------------------------------------------
-# PPO: the same SFT policy improved with each reward, over several seeds
+    print(f"\n{task.NAME}, seed {config.seed}: validation {task.PRIMARY} by update (every {config.eval_every}), "
+          f"then test; one seed, so differences below about 0.02 are noise (the lab's intervals say how much)")
+    print(f"{'method':14s} {'judge':7s} {'lands on':11s} {'lambda':>6s}  {'validation curve':32s} {'test':>6s}")
+    for method, (lam, curve, test) in table.items():
+        judge, where = METHODS.get(method, ("-", "-"))
+        where = {"every": "every token", "last": "last token"}.get(where, where)
+        print(f"{method:14s} {judge:7s} {where:11s} {'-' if lam is None else lam:>6}  "
+              f"{' '.join(f'{s:.2f}' for s in curve):32s} {test:6.3f}")
+    return table
 
-def choice_score(curve, choose_by):
-    """What a lambda is chosen by, from its validation curve [(update, score, ...)]: the final score
-    ("final"), the mean over the curve's last quarter of points ("last_quarter": where the run ends
-    up, less noisy than one point), or the mean over all its points ("mean", which rewards getting
-    there sooner, and so a run that rises fast and then collapses)."""
-    if choose_by == "mean":
-        return sum(p[1] for p in curve) / len(curve)
-    if choose_by == "last_quarter":
-        tail = curve[-max(1, len(curve) // 4):]
-        return sum(p[1] for p in tail) / len(tail)
-    if choose_by == "final":
-        return curve[-1][1]
-    raise ValueError(f"unknown choose_by {choose_by!r}; use 'final', 'last_quarter' or 'mean'")
-
-
-def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, preset, seeds, compile, out, progress,
-              reward_items=None):
-    """Every method of METHODS from the SFT policy, each run a stage of its own for --resume:
-      1. GAE lambda: one run per lambda of preset["lambdas"] at the first seed; the method keeps the
-         lambda whose final validation score is highest (the first of equals, in grid order), or,
-         with preset["choose_by"] "mean", whose validation curve has the highest mean (sooner is better);
-      2. the other seeds at that lambda; the first seed's run at it is reused, not run again;
-      3. test: the chosen runs, and only those, are evaluated on the test split (with
-         preset["test_curve"], every curve point also holds the test score: read by the K sweep,
-         never by a choice).
-    --resume with more --seeds adds the new seeds' runs to a finished run.
-    Returns (methods, history, grid): methods[name] = {lambda, scores (test, per seed), curves (the
-    validation curve per seed), test (the first seed's metrics), explained_variance(_mc) and warmup
-    (per seed), time_s}, with "sft" (from sft_results) as the starting point; history["<name>/<seed>"]
-    the logged statistics per update; grid[name][lambda] the validation score each lambda's run was
-    chosen by. Means and intervals over the seeds are experiments/summary.py's."""
-    config = ppo.PPOConfig(**preset["ppo"], max_new_tokens=MAX_NEW_TOKENS, compile=compile)
-    train = splits["train"]
-    prompts = [tokenizer.prompt(e.prompt) for e in train]
-    validation = splits["validation"]
-    device = next(policy.parameters()).device
-
-    watched = validation[:preset.get("overopt_prompts", 64)]
-
-    def validation_score(name, run_models):
-        """The curve's point for method `name`: validation, with preset["test_curve"] the test score
-        beside it (the K sweep reads its thresholds there; nothing is chosen by it), and last the
-        over-optimisation measurement on the first overopt_prompts validation prompts (overoptimisation),
-        whose proxy is the run's reward models as they are at that point."""
-        watch = overoptimisation(name, task, tokenizer, watched, run_models, policy, config, seed=1)
-
-        def point(gpt):
-            score = primary_score(task, gpt, tokenizer, validation)
-            test = (primary_score(task, gpt, tokenizer, splits["test"], "test"),) if preset.get("test_curve") else ()
-            return (score, *test, watch(gpt))
-        return point
-
-    def run_once(name, lam, seed):
-        """One PPO run; its policy waits in ppo_{name}_lambda{lam}_seed{seed}.pt for the test stage."""
-        stage, start = f"ppo/{name}/lambda{lam}/{seed}", time.time()
-        if stage in progress:
-            return
-        run_config = replace(config, lam=lam)
-        model = ppo.ActorCritic(copy.deepcopy(policy), run_config.detach_value)
-        snapshots = progress.snapshots(f"ppo_{name}_lambda{lam}_{seed}")
-        reward, run_models = method_reward(name, task, tokenizer, train, reward_models, run_config, reward_items, seed)
-        curve, logged, warmup = ppo.train(
-            model, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, run_config, seed=seed,
-            evaluate=validation_score(name, run_models),
-            eval_every=preset["eval_every"], desc=f"ppo {name} lambda {lam} seed {seed}", snapshots=snapshots)
-        save_checkpoint(os.path.join(out, f"ppo_{name}_lambda{lam}_seed{seed}.pt"), model.gpt, tokenizer, config.updates)
-        snapshots.clear()
-        progress.finish(stage, {"curve": curve, "history": logged, "warmup": warmup}, start)
-
-    sft_test = sft_results["test"]
-    methods = {"sft": {"scores": [sft_test[task.PRIMARY]], "curves": [[[0, sft_results["validation"][task.PRIMARY]]]],
-                       "test": sft_test}}
-    history, grid = {}, {}
-    for name in METHODS:
-        for lam in preset["lambdas"]:
-            run_once(name, lam, seeds[0])
-        curves = [progress[f"ppo/{name}/lambda{lam}/{seeds[0]}"]["curve"] for lam in preset["lambdas"]]
-        scores = [choice_score(curve, preset.get("choose_by", "final")) for curve in curves]
-        # under torchrun every rank averages the same numbers, so every rank makes the same choice
-        scores = parallel.all_mean(torch.tensor(scores, dtype=torch.float64, device=device)).tolist()
-        grid[name] = dict(zip(preset["lambdas"], scores))
-        lam = max(preset["lambdas"], key=lambda candidate: grid[name][candidate])
-        for seed in seeds[1:]:
-            run_once(name, lam, seed)
-        for seed in seeds:
-            stage, start = f"test/{name}/{seed}", time.time()
-            if stage not in progress:
-                path = os.path.join(out, f"ppo_{name}_lambda{lam}_seed{seed}.pt")
-                gpt = load_checkpoint(path, device, tokenizer, policy.config)[0]
-                test, samples = evaluate(task, gpt, tokenizer, splits["test"])
-                if seed == seeds[0]:
-                    save_checkpoint(os.path.join(out, f"ppo_{name}.pt"), gpt, tokenizer, config.updates)
-                    atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(out, f"samples_{name}.jsonl"))
-                progress.finish(stage, test, start)
-        if parallel.main_process():  # every run's policy is now evaluated; ppo_{name}.pt keeps the first seed's
-            for leftover in glob.glob(os.path.join(out, f"ppo_{name}_lambda*_seed*.pt")):
-                os.remove(leftover)
-
-        runs = [progress[f"ppo/{name}/lambda{lam}/{seed}"] for seed in seeds]
-        history.update({f"{name}/{seed}": run["history"] for seed, run in zip(seeds, runs)})
-        tests = [progress[f"test/{name}/{seed}"] for seed in seeds]
-        scores = [test[task.PRIMARY] for test in tests]
-        time_s = sum(progress.time(f"ppo/{name}/lambda{lam}/{seed}") + progress.time(f"test/{name}/{seed}") for seed in seeds)
-        methods[name] = {"lambda": lam, "scores": scores, "curves": [run["curve"] for run in runs],
-                         "test": tests[0], "explained_variance": [run["history"][-1]["explained_variance"] for run in runs],
-                         "explained_variance_mc": [run["history"][-1]["explained_variance_mc"] for run in runs],
-                         "warmup": [run["warmup"] for run in runs], "time_s": time_s}
-        print(f"[{task.NAME}] {name:17s} lambda {lam:<4} test {task.PRIMARY}, mean over {len(seeds)} seed(s) "
-              f"{sum(scores) / len(scores):.3f} ({' '.join(f'{v:.3f}' for v in scores)}), {time_s:.0f}s")
-    return methods, history, grid
-
-
-# ---------------------------------------------------------------------------------------------
-
-def run(args):
-    """The experiment on one task. Each stage is recorded in progress.json when it finishes; with
-    --resume, finished stages are loaded from their files instead of run again, and a training
-    loop that was stopped continues from its snapshot."""
-    task = get_task(args.task)
-    praise = args.praise or PRAISE[task.NAME]
-    preset = {**PRESETS[args.preset], "ppo": {**PRESETS[args.preset]["ppo"], "praise": praise}}
-    device = parallel.init(pick_device(args.device))  # under torchrun: this rank's device
-    given_annotations = checked(read_annotations, args.annotations) if args.annotations else None  # before any work
-    os.makedirs(args.out, exist_ok=True)
-    progress = Progress(args.out, {"task": task.NAME, "preset": args.preset, "seed": args.seed,
-                                   "annotations": args.annotations, "reward_start": args.reward_start,
-                                   "praise": praise},
-                        args.resume, args.checkpoint_every)
-    results = {"task": task.NAME, "preset": args.preset, "seed": args.seed, "device": device,
-               "reward_start": args.reward_start, "praise": praise}
-    path = lambda name: os.path.join(args.out, name)
-
-    splits, demonstrations = experiment_splits(task, preset, args.seed)
-    tokenizer = tokenizer_stage(task, splits["train"], preset["vocab_size"], args.out, progress)
-    results.update(progress["data"])
-    base = pretrain_stage(task, demonstrations, splits["validation"], tokenizer, preset, device, args.seed, args.out,
-                          progress)
-    if base:
-        results["pretraining"] = progress["base"]
-    model = sft_stage(task, demonstrations, splits["validation"], tokenizer, preset, device, args.seed, args.out,
-                      progress, start_from=base)
-    results["sft_training"] = progress["sft"]
-
-    start = time.time()
-    if "evaluate" not in progress:
-        validation, _ = evaluate(task, model, tokenizer, splits["validation"])
-        test, samples = evaluate(task, model, tokenizer, splits["test"])
-        atomic_save("".join(json.dumps(s) + "\n" for s in samples), path("samples.jsonl"))
-        progress.finish("evaluate", {"sft": {"validation": validation, "test": test}}, start)
-    results.update(progress["evaluate"])
-    test = results["sft"]["test"]
-    print(f"[{task.NAME}] SFT test {task.PRIMARY} {test[task.PRIMARY]:.3f} (demonstrations score "
-          f"{results['demonstration_score']:.3f}); critic blames {test['criticised']:.0%} of responses, "
-          f"{test['unaligned_rate']:.1%} of its spans unaligned; SFT {progress.time('sft'):.0f}s"
-          + (f" after pretraining {progress.time('base'):.0f}s" if base else ""))
-
-    start = time.time()
-    if given_annotations:
-        records = given_annotations
-    elif "annotate" not in progress:
-        records = annotate_stage(task, model, tokenizer, {**splits, "train": demonstrations[:preset["annotated"]]},
-                                 preset["samples_per_prompt"], args.seed, args.out)
-    else:
-        records = checked(read_annotations, args.out, check=None)
-    if "annotate" not in progress:
-        progress.finish("annotate", {}, start)
-
-    records, encoded, alignment = checked(encode_splits, tokenizer, records, model.config.block_size,
-                                          args.annotations or args.out, preset["batch_size"])
-    spans = sum(a["spans"] for a in alignment.values())
-    trunk = model
-    if args.reward_start == "references":  # a trunk that never saw the demonstrators' habits
-        references = [replace(e, demonstration=e.reference, flaws=[]) for e in demonstrations]
-        trunk = sft_stage(task, references, splits["validation"], tokenizer, preset, device, args.seed, args.out,
-                          progress, name="reference_trunk", start_from=base)
-        results["reference_trunk"] = progress["reference_trunk"]
-    reward_seeds = [args.seed + k for k in range(args.reward_seeds)]
-    results["reward_model"], reward_models = reward_stage(trunk, tokenizer, records, encoded, preset, device,
-                                                          reward_seeds, args.out, progress)
-    results["alignment"] = {"unaligned_rate": sum(a["unaligned"] for a in alignment.values()) / max(1, spans),
-                            **alignment}
-    for name in ("cot", "no_cot"):
-        seeded = results["reward_model"][name]["seeds"]
-        print(f"[{task.NAME}] reward model {name:6s}: test span F1 positive "
-              + " ".join(f"{v:.3f}" for v in seeded["positive_f1"]) + ", negative "
-              + " ".join(f"{v:.3f}" for v in seeded["negative_f1"]) + f" (reward-model seeds {reward_seeds})")
-
-    seeds = [args.seed + k for k in range(args.seeds)]
-    results["methods"], results["ppo_history"], results["lambda_grid"] = ppo_stage(
-        task, model, tokenizer, splits, reward_models, results["sft"], preset, seeds, args.compile, args.out, progress,
-        encoded["train"])
-
-    start = time.time()
-    if "showcase" not in progress:
-        saved = {name: read_jsonl(path(file)) for name, file in (("sft", "samples.jsonl"),
-                                                                 ("text2grad", "samples_text2grad.jsonl"))}
-        progress.finish("showcase", {"showcase": showcase(task, tokenizer, splits["test"], saved,
-                                                          reward_models["cot"])}, start)
-    results.update(progress["showcase"])
-    stages = {"data": ["data"], "pretrain": ["base"] if base else [], "sft": ["sft"], "evaluate": ["evaluate"],
-              "annotate": ["annotate"],
-              "reference_trunk": ["reference_trunk"] if "reference_trunk" in progress else [],
-              "reward_models": [f"reward/{name}" + ("" if seed == args.seed else f"/{seed}")
-                                for name, (kind, _) in REWARD_MODELS.items()
-                                for seed in (reward_seeds if kind == "span" else reward_seeds[:1])],
-              "ppo": [stage for stage in progress.done if stage.startswith(("ppo/", "test/"))],
-              "showcase": ["showcase"]}
-    results["wall_time_s"] = {key: sum(progress.time(s) for s in names) for key, names in stages.items()}
-    atomic_save(json.dumps(results, indent=2), path("results.json"))
-    print(f"[{task.NAME}] total {sum(results['wall_time_s'].values()):.0f}s -> {path('results.json')}")
-    return results
-
-
-# ---------------------------------------------------------------------------------------------
-# The command line
 
 def main(argv=None):
-    """python text2grad.py [flags]: parse the flags, run each task, end bad input with one line."""
-    parser = argparse.ArgumentParser(prog="text2grad.py", description="Text2Grad against scalar PPO on a toy task, end to end.",
-                                     epilog="Then python -m experiments.report --out DIR prints the tables (95% intervals, "
-                                            "paired differences) and writes DIR/report.html. The studies of the method, "
-                                            "each a command: python -m experiments.sweep (K flaws per response), "
-                                            "experiments.credit_landing, experiments.value_heads, experiments.lookup, "
-                                            "experiments.critique_check, experiments.figures, experiments.bench.")
-    parser.add_argument("--task", default="summarize", choices=["summarize", "code", "qa", "all"],
-                        help="toy task to run (default: summarize)")
-    parser.add_argument("--preset", default="default", choices=sorted(PRESETS), help="run size")
-    parser.add_argument("--seeds", type=int, default=1, help="PPO runs per method at its chosen GAE lambda, seeds "
-                        "--seed, --seed+1, ... (default 1, to keep the default run short; RESULTS.md's experiment uses "
-                        "5; --resume with more seeds adds runs to a finished run)")
-    parser.add_argument("--out", default="runs", help="output directory (one sub-folder per task)")
-    parser.add_argument("--annotations", metavar="DIR", help="read annotations_{train,validation,test}.jsonl "
-                        "from DIR instead of sampling the SFT policy and running the critic")
-    parser.add_argument("--reward-start", default="sft", choices=["sft", "references"],
-                        help="the reward models' trunk: the SFT policy (default), or a policy trained the same way "
-                        "on the references, the demonstrations without their flaws")
-    parser.add_argument("--reward-seeds", type=int, default=1, help="train the span reward models (cot and no_cot) "
-                        "with this many seeds, to compare them beyond seed-to-seed variation; PPO uses the first "
-                        "(default 1)")
-    parser.add_argument("--praise", choices=["token", "span"], help="how PPO pays praise: +1 on every praised "
-                        "token (the paper) or +1 once per distinct praised phrase; default: the task's, chosen on "
-                        "validation (PRAISE)")
-    add_run_flags(parser)
-    args = check_run_flags(parser.parse_args(argv))
-    if args.reward_seeds < 1:
-        fail("--reward-seeds must be at least 1")
-    tasks = ["summarize", "code", "qa"] if args.task == "all" else [args.task]
-    folders = {name: os.path.join(args.annotations, name) if args.task == "all" else args.annotations
-               for name in tasks} if args.annotations else {}
-    for folder in folders.values():  # every task's annotation files, checked before any work
-        checked(read_annotations, folder)
-    for name in tasks:
-        try:
-            per_task = {"task": name, "out": os.path.join(args.out, name), "annotations": folders.get(name)}
-            run(argparse.Namespace(**{**vars(args), **per_task}))
-        except OSError as error:
-            fail(f"cannot write the output ({error.strerror or error}: {error.filename or args.out}); choose another --out")
-        except Interrupted as stop:
-            print(f"text2grad: interrupted ({stop}); every file written is complete; run the same command "
-                  f"with --resume to continue", file=sys.stderr)
-            sys.exit(130)
-        except KeyboardInterrupt:
-            print("text2grad: interrupted at once; every file written is complete; run the same command with "
-                  "--resume to continue from the last snapshot", file=sys.stderr)
-            sys.exit(130)
-        except Diverged as error:
-            fail(f"training diverged: {error}")
-    print(f"the tables with 95% intervals and paired differences, and report.html: "
-          f"python -m experiments.report --out {args.out}")
+    """Every Config field is a flag: --task code, --updates 24, --compile True, ..."""
+    parser = argparse.ArgumentParser(prog="text2grad.py", description=__doc__.split("\n\n")[0])
+    for field in dataclasses.fields(Config):
+        kind = (lambda s: s.lower() in ("1", "true", "yes")) if field.type is bool else field.type
+        parser.add_argument(f"--{field.name.replace('_', '-')}", type=kind, default=field.default)
+    config = Config(**vars(parser.parse_args(argv)))
+    if config.task not in PRAISE:
+        parser.error(f"--task must be one of {', '.join(PRAISE)}")
+    try:
+        config.device = pick_device(config.device)
+    except ValueError as error:
+        parser.error(str(error))
+    return run(config)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ Three parts, each measured side by side in one run, so the ratios mean something
 3. One PPO update end to end on the same batch: Text2Grad (its reward model writes a critique
    first) against scalar PPO; then Text2Grad's update again with the loss path compiled, and the
    seconds its compilation costs (what decides --compile's default). Uses the trained models in
-   runs/summarize when they exist (run `python text2grad.py` first); otherwise untrained ones,
+   runs/summarize when they exist (run `python -m experiments.protocol` first); otherwise untrained ones,
    whose critiques run to the length limit.
 
 Peak memory on CPU is the process's peak resident set (reset through /proc/self/clear_refs, Linux
@@ -315,7 +315,7 @@ def bench_ppo_update(device, batch_size, compare_compile=True):
     from data.tokenizer import Tokenizer, training_texts
     from model import GPT, GPTConfig
     from reward import RewardModel
-    from checkpoint import load_checkpoint
+    from experiments.checkpoint import load_checkpoint
     from sft import MAX_NEW_TOKENS
 
     task = get_task("summarize")
@@ -332,7 +332,7 @@ def bench_ppo_update(device, batch_size, compare_compile=True):
         policy = GPT(GPTConfig(vocab_size=tokenizer.vocab_size)).to(device).eval()
         reward_models = {name: RewardModel(copy.deepcopy(policy), kind, cot=(name == "cot")).to(device).eval()
                          for name, kind in (("cot", "span"), ("scalar", "scalar"))}
-        source = "untrained models (run python text2grad.py first for trained ones)"
+        source = "untrained models (run python -m experiments.protocol first for trained ones)"
     config = ppo.PPOConfig(batch_size=batch_size, minibatch_size=min(32, batch_size),
                            max_new_tokens=MAX_NEW_TOKENS)
     examples = splits["train"][:batch_size]
@@ -361,6 +361,7 @@ def bench_ppo_update(device, batch_size, compare_compile=True):
 def one_update(task, tokenizer, examples, prompts, model, policy, reward_models, config, state, device):
     """Seconds of each part of one update: the shared rollout, then per method its reward and its PPO
     iteration (both from the same starting weights)."""
+    import guards
     import text2grad
     batch_size = len(prompts)
     generator = torch.Generator(device).manual_seed(0)
@@ -371,7 +372,7 @@ def one_update(task, tokenizer, examples, prompts, model, policy, reward_models,
     seconds = {"rollout": time.perf_counter() - start}
     scores = {}
     for name in ("text2grad", "ppo_scalar"):
-        reward = text2grad.reward_function(name, task, tokenizer, examples, reward_models, config)
+        reward = text2grad.reward_function(name, task, tokenizer, examples, reward_models, guards.Guards())
         start = time.perf_counter()
         scores[name] = reward(range(batch_size), batch["tokens"], batch["mask"])
         sync(device)
@@ -380,7 +381,7 @@ def one_update(task, tokenizer, examples, prompts, model, policy, reward_models,
         model.load_state_dict(state)
         optimizer = model.optimizer(config)
         start = time.perf_counter()
-        ppo.ppo_iteration(model, optimizer, batch, scores[name], ppo.KLController(config.beta), config,
+        ppo.ppo_iteration(model, optimizer, batch, scores[name], config,
                           torch.Generator().manual_seed(0))
         sync(device)
         seconds[f"iteration_{name}"] = time.perf_counter() - start

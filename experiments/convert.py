@@ -16,7 +16,7 @@ import os
 import re
 
 from data.annotations import annotation_fields
-from runstate import atomic_save, fail
+from experiments.runstate import atomic_save, fail
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 _SIGN_WORDS = {"positive": 1, "negative": -1, "neutral": 0}

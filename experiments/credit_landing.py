@@ -1,7 +1,7 @@
 """Credit landing: where one PPO update moves the log-probabilities, and how much of that movement
 lands on the tokens the critic blamed.
 
-    python -m experiments.credit_landing --out runs/summarize   # after python text2grad.py
+    python -m experiments.credit_landing --out runs/summarize   # after python -m experiments.protocol
 
 Text2Grad's claim is about *where* the gradient goes: the critique points at the blamed span, and
 the update should push those tokens down and leave the rest. This measures it directly, for every
@@ -26,9 +26,10 @@ from align import align
 from experiments import stats
 from experiments.run_folder import read_json, read_run
 from model import generate
-from runstate import atomic_save, fail, pick_device
+from experiments.runstate import atomic_save, fail, pick_device
 from sft import MAX_NEW_TOKENS, response_ids
-from text2grad import COMPARISONS, METHODS, reward_function
+from experiments.protocol import COMPARISONS, configs
+from text2grad import METHODS, reward_function
 
 PROBE = 64  # criticised responses in the credit-landing batch
 SHOWN = 3   # responses kept token by token for the report
@@ -53,7 +54,7 @@ def credit_landing(task, policy, tokenizer, splits, reward_for, lambdas, ppo_fie
     stage's); lambdas: {method: its GAE lambda}; ppo_fields: the preset's PPOConfig fields;
     pairs: (a, b) method pairs whose concentrations are compared on the same responses
     (paired_concentration), in result["paired"]["a - b"]."""
-    config = ppo.PPOConfig(**{**ppo_fields, "missing_eos_penalty": 0.0}, max_new_tokens=MAX_NEW_TOKENS)
+    config = configs(ppo_fields, missing_eos_penalty=0.0, max_new_tokens=MAX_NEW_TOKENS)[0]
     examples = splits["validation"]
     generator = torch.Generator(next(policy.parameters()).device).manual_seed(seed)
     prompts = [tokenizer.prompt(e.prompt) for e in examples]
@@ -84,14 +85,14 @@ def credit_landing(task, policy, tokenizer, splits, reward_for, lambdas, ppo_fie
         method_config = replace(config, lam=lam)
         model = ppo.ActorCritic(copy.deepcopy(policy), method_config.detach_value)
         optimizer = model.optimizer(method_config)
-        ppo.warm_up_on_samples(model, optimizer, policy, warmup_prompts,
-                               random.Random(seed).sample(range(len(train)), method_config.batch_size),
-                               reward_for(name, train), tokenizer.eos_id, tokenizer.pad_id, method_config,
-                               torch.Generator(tokens.device).manual_seed(seed))
+        indices = random.Random(seed).sample(range(len(train)), method_config.batch_size)  # as ppo.train draws it
+        warm = ppo.rollout(model, policy, [warmup_prompts[i] for i in indices], tokenizer.eos_id, tokenizer.pad_id,
+                           method_config, torch.Generator(tokens.device).manual_seed(seed))
+        ppo.warm_up_value(model, optimizer, warm, reward_for(name, train)(indices, warm["tokens"], warm["mask"]),
+                          method_config)
         batch = ppo.score_responses(model, policy, prompts, tokens, mask, tokenizer.eos_id, tokenizer.pad_id, method_config)
         scores = reward_for(name, examples)(range(len(probe)), tokens, mask)
-        ppo.ppo_iteration(model, optimizer, batch, scores, ppo.KLController(config.beta), method_config,
-                          torch.Generator().manual_seed(seed))
+        ppo.ppo_iteration(model, optimizer, batch, scores, method_config, torch.Generator().manual_seed(seed))
         after = ppo.score_responses(model, policy, prompts, tokens, mask, tokenizer.eos_id, tokenizer.pad_id, method_config)
         change = after["logprobs"] - batch["logprobs"]  # (B, N)
         for row, example in enumerate(result["examples"]):
@@ -146,7 +147,7 @@ def main(argv=None):
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     path = os.path.join(args.out, "results.json")
     if not os.path.exists(path):
-        fail(f"{path} is missing: the run has not finished; run or --resume python text2grad.py first")
+        fail(f"{path} is missing: the run has not finished; run or --resume python -m experiments.protocol first")
     try:
         lambdas = {name: read_json(path)["methods"][name]["lambda"] for name in METHODS}
     except ValueError as error:
@@ -156,8 +157,7 @@ def main(argv=None):
     start, run = time.time(), read_run(args.out, pick_device(args.device))
 
     def reward_for(name, examples):
-        return reward_function(name, run.task, run.tokenizer, examples, run.reward_models,
-                               ppo.PPOConfig(**run.preset["ppo"]))
+        return reward_function(name, run.task, run.tokenizer, examples, run.reward_models, configs(run.preset["ppo"])[1])
     result = credit_landing(run.task, run.policy, run.tokenizer, run.splits, reward_for, lambdas, run.preset["ppo"],
                             run.seed, COMPARISONS)
     atomic_save(json.dumps(result, indent=2), os.path.join(args.out, "credit_landing.json"))

@@ -21,7 +21,7 @@ import sys
 from data.annotations import read_annotations
 from experiments.run_folder import read_run
 from reward import encode_records, span_metrics
-from runstate import atomic_save, checked, fail, pick_device
+from experiments.runstate import atomic_save, checked, fail, pick_device
 
 # the fact a critique states first: code's wanted expression, qa's passage fact
 STATED = {"code": re.compile(r"^(?:The spec asks for |The spec means |Wanted: )`([^`]*)`"),

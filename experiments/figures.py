@@ -20,7 +20,7 @@ from html import escape
 from data import get_task
 from experiments import stats
 from experiments.summary import summarise
-from runstate import atomic_save
+from experiments.runstate import atomic_save
 
 # One colour per method, the same in every chart and table.
 COLOURS = {"sft": "#7f7f7f", "ppo_scalar": "#e08a1e", "text2grad": "#1f6fb4", "text2grad_no_cot": "#8e5bb5",
@@ -239,7 +239,7 @@ def write_figures(runs, out):
             if any(m.get("overopt") for m in methods.values()):
                 save(f"{folder}_overopt.svg", overopt_svg(methods, folder, standalone=True))
     if not found:
-        raise ValueError(f"no results.json in {runs}/{{{','.join(TASKS)},sweep}}; run python text2grad.py first")
+        raise ValueError(f"no results.json in {runs}/{{{','.join(TASKS)},sweep}}; run python -m experiments.protocol first")
     return written
 
 

@@ -5,7 +5,7 @@ right_answer, question kind by question kind, against training steps, for each l
     python -m experiments.lookup --out runs/lookup --levers canon+pretraining
 
 A lever is a trunk (GPTConfig.canon: the canon layers, on or off) and a recipe (SFT alone from random
-weights, or text2grad.pretrain_stage's documents first, then the same SFT). Each lever trains the
+weights, or the pretraining stage's documents first, then the same SFT). Each lever trains the
 default preset's GPT on qa's default data with the run's seed; only the validation split is read,
 so a lever may be chosen here without touching test. Writes DIR/lookup.json:
 {lever: {"pretraining": [(step, {kind: right_answer})], "sft": [...]}}, and prints the table.
@@ -23,9 +23,10 @@ import torch
 from data import document, qa
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig
-from runstate import atomic_save, fail, pick_device
+from experiments.runstate import atomic_save, fail, pick_device
 from sft import respond, train_sft
-from text2grad import PRESETS, experiment_splits
+from experiments.protocol import PRESETS
+from text2grad import experiment_splits
 
 # lever -> (canon layers?, pretraining?); kernel, steps and evaluation points are the default preset's
 LEVERS = {"baseline": (False, False), "canon": (True, False), "pretraining": (False, True),

@@ -1,6 +1,6 @@
 """report.py: what a run did, summarised in the terminal and on one self-contained HTML page.
 
-    python -m experiments.report --out runs             # after python text2grad.py; no training
+    python -m experiments.report --out runs             # after python -m experiments.protocol; no training
 
 For each results.json in --out (or its sub-folders, one per task of a --task all run) it writes
 summary.json beside it (summary.py: intervals over seeds, paired differences, convergence, credit
@@ -39,7 +39,7 @@ from experiments import stats, terminal
 from experiments.figures import COLOURS, LABELS, colour, curves_svg, overopt_svg, sft_curve_series, thresholds_svg
 from experiments.run_folder import read_json
 from experiments.summary import summarise
-from runstate import atomic_save, fail
+from experiments.runstate import atomic_save, fail
 
 DELTA_CLASS = {-1: "poor", 0: "neutral", 1: "good"}
 
@@ -420,7 +420,7 @@ def find_results(folder):
     own = os.path.join(folder, "results.json")
     paths = [own] if os.path.exists(own) else sorted(glob.glob(os.path.join(folder, "*", "results.json")))
     if not paths:
-        raise ValueError(f"no results.json in {folder} or its sub-folders; run python text2grad.py first")
+        raise ValueError(f"no results.json in {folder} or its sub-folders; run python -m experiments.protocol first")
     out = []
     for path in paths:
         results = read_json(path)

@@ -10,17 +10,18 @@ import json
 import os
 from dataclasses import dataclass
 
-from checkpoint import load_checkpoint
+from experiments.checkpoint import load_checkpoint
 from data import get_task
-from runstate import fail
-from text2grad import PRAISE, PRESETS, REWARD_MODELS, experiment_splits
+from experiments.runstate import fail
+from experiments.protocol import PRESETS
+from text2grad import PRAISE, REWARD_MODELS, experiment_splits
 
 
 @dataclass
 class Run:
     folder: str
     task: object          # the data/ module of the run's task
-    preset: dict          # text2grad.PRESETS[the run's preset], its "ppo" with the run's praise
+    preset: dict          # experiments.protocol.PRESETS[the run's preset], its "ppo" with the run's praise
     seed: int             # the run's --seed
     splits: dict          # {"train", "validation", "test"}: lists of examples
     policy: object        # the SFT policy (model.GPT)
@@ -33,10 +34,10 @@ def read_run(folder, device):
         with open(os.path.join(folder, "progress.json"), encoding="utf-8") as f:
             identity = json.load(f)["identity"]
     except (OSError, ValueError, KeyError, TypeError) as error:
-        fail(f"{folder} holds no readable progress.json ({type(error).__name__}); run python text2grad.py first")
+        fail(f"{folder} holds no readable progress.json ({type(error).__name__}); run python -m experiments.protocol first")
     if not isinstance(identity, dict) or identity.get("preset") not in PRESETS or \
             identity.get("task") not in ("summarize", "code", "qa"):
-        fail(f"{folder}/progress.json names no known task and preset; run python text2grad.py first")
+        fail(f"{folder}/progress.json names no known task and preset; run python -m experiments.protocol first")
     needed = ["sft.pt"] + [f"reward_{name}.pt" for name in REWARD_MODELS]
     missing = [name for name in needed if not os.path.exists(os.path.join(folder, name))]
     if missing:

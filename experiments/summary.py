@@ -1,7 +1,7 @@
 """What a run's results.json says over seeds: the means with 95% intervals, the paired differences
-the experiment fixed in advance (text2grad.COMPARISONS), and how fast each method got there.
+the experiment fixed in advance (experiments.protocol.COMPARISONS), and how fast each method got there.
 
-The run (text2grad.py) records each seed's numbers; this file summarises them, and the report
+The run (experiments/protocol.py) records each seed's numbers; this file summarises them, and the report
 (report.py) and the terminal tables (terminal.py) read the summary:
 
     summarise(results)          results.json -> the summary (a copy, with these keys added):
@@ -18,7 +18,8 @@ The run (text2grad.py) records each seed's numbers; this file summarises them, a
 import copy
 
 from experiments import stats
-from text2grad import COMPARISONS, METHODS, PRESETS
+from experiments.protocol import COMPARISONS, PRESETS
+from text2grad import METHODS
 
 
 def summarise_methods(methods):
@@ -38,7 +39,7 @@ def summarise_methods(methods):
 
 
 def overoptimisation(curves):
-    """The over-optimisation measurement (text2grad.overoptimisation, the last element of each curve
+    """The over-optimisation measurement (experiments.protocol.overoptimisation, the last element of each curve
     point) averaged over the seeds' curves, point by point: [{"update", "proxy", "gold", "kl", "length",
     "criticised", "sqrt_kl"}], sqrt_kl the square root of the mean KL (clamped at 0)."""
     out = []

@@ -39,14 +39,14 @@ import time
 import torch
 
 import ppo
-import text2grad as t2g
+import experiments.protocol as t2g
 from data import facts
 from data.annotations import read_annotations
 from experiments import figures, stats, terminal
 from experiments.report import render
 from experiments.summary import summarise_methods
 from reward import encode_splits, evaluate_reward_model
-from runstate import (Diverged, Interrupted, Progress, add_run_flags, atomic_save, check_run_flags, checked, fail,
+from experiments.runstate import (Progress, add_run_flags, atomic_save, check_run_flags, checked, fail,
                       pick_device)
 from sft import MAX_NEW_TOKENS, evaluate, primary_score, respond
 
@@ -57,7 +57,7 @@ from sft import MAX_NEW_TOKENS, evaluate, primary_score, respond
 # first seed's validation curve (the mean over the whole curve chose runs that rose fast and then
 # collapsed). test_curve: each point also holds the test score, where the thresholds are read.
 # overopt_prompts: the validation prompts the over-optimisation measurement samples at every point.
-# The guards against a gamed reward are PPOConfig's defaults, chosen on validation by --ablation (RESULTS.md).
+# The guards against a gamed reward are guards.Guards' and reward.RefreshConfig's defaults, chosen on validation by --ablation (RESULTS.md).
 # canon=0: the sweep keeps the plain nanoGPT block its RESULTS.md numbers were measured with (the
 # canon layers came later, for qa's look-up; the facts task's sites sit in their own sentences).
 SWEEP_PRESETS = {
@@ -78,17 +78,15 @@ SWEEP_PRESETS = {
 REWARD_MODELS = ("cot", "scalar")  # the ones the four methods read (the no-critique model is not in the sweep)
 RATIOS = [("ppo_scalar", "text2grad"), ("oracle_scalar", "oracle")]  # updates(a) / updates(b): a > 1 favours b
 THRESHOLDS = (0.5, 0.9)  # the share of the gap from SFT to the ceiling closed
-# The guards against a gamed reward (ppo.PPOConfig fields), each alone and together, for the ablation
+# The guards against a gamed reward (guards.Guards fields) and the refresh, each alone and together, for the ablation
 # (--ablation): the same guards for both learned-reward methods; what does not apply to a method (the
 # scalar reward model has no spans to bound) leaves its run the same, and the same run is not repeated.
-DEFENCES = {"paper": {"praise": "token", "cut_praise": False, "kl_target": None, "refresh_every": 0},
-            "cut": {"praise": "token", "cut_praise": True, "kl_target": None, "refresh_every": 0},
-            "span": {"praise": "span", "cut_praise": False, "kl_target": None, "refresh_every": 0},
-            "kl": {"praise": "token", "cut_praise": False, "kl_target": 6.0, "refresh_every": 0},
-            "refresh": {"praise": "token", "cut_praise": False, "kl_target": None, "refresh_every": 4},
-            "cut+span": {"praise": "span", "cut_praise": True, "kl_target": None, "refresh_every": 0},
-            "cut+span+kl": {"praise": "span", "cut_praise": True, "kl_target": 6.0, "refresh_every": 0},
-            "cut+span+refresh": {"praise": "span", "cut_praise": True, "kl_target": None, "refresh_every": 4}}
+DEFENCES = {"paper": {"praise": "token", "cut_praise": False, "refresh_every": 0},
+            "cut": {"praise": "token", "cut_praise": True, "refresh_every": 0},
+            "span": {"praise": "span", "cut_praise": False, "refresh_every": 0},
+            "refresh": {"praise": "token", "cut_praise": False, "refresh_every": 4},
+            "cut+span": {"praise": "span", "cut_praise": True, "refresh_every": 0},
+            "cut+span+refresh": {"praise": "span", "cut_praise": True, "refresh_every": 4}}
 ABLATION = {"methods": ("ppo_scalar", "text2grad"), "lambda": 0.95, "points": 4}  # curve points after update 0
 
 
@@ -154,8 +152,7 @@ def sweep_k(k, model, tokenizer, splits, reward_models, items, preset, seeds, co
     """The four methods at one K, in out/k{K} (its own progress.json); returns that K's results."""
     folder = os.path.join(out, f"k{k}")
     os.makedirs(folder, exist_ok=True)
-    progress = Progress(folder, {"k": k, "preset": args.preset, "seed": args.seed}, args.resume,
-                            args.checkpoint_every)
+    progress = Progress(folder, {"k": k, "preset": args.preset, "seed": args.seed}, args.resume)
     start = time.time()
     if "evaluate" not in progress:
         validation, _ = evaluate(facts, model, tokenizer, splits["validation"])
@@ -197,8 +194,7 @@ def ablation(k, model, tokenizer, splits, reward_models, items, preset, seeds, o
     last point), "per_seed" (final validation sites_right), "curve"}}}."""
     folder = os.path.join(out, "ablation", f"k{k}")
     os.makedirs(folder, exist_ok=True)
-    progress = Progress(folder, {"k": k, "preset": args.preset, "seed": args.seed, "ablation": True}, args.resume,
-                        args.checkpoint_every)
+    progress = Progress(folder, {"k": k, "preset": args.preset, "seed": args.seed, "ablation": True}, args.resume)
     prompts = [tokenizer.prompt(e.prompt) for e in splits["train"]]
     validation, budget = splits["validation"], preset["updates"][k]
     table = {}
@@ -206,26 +202,23 @@ def ablation(k, model, tokenizer, splits, reward_models, items, preset, seeds, o
         table[setting] = {}
         for name in ABLATION["methods"]:
             spans = {} if name == "text2grad" else {"praise": "token"}  # no spans: the praise setting does not reach it
-            config = ppo.PPOConfig(**{**preset["ppo"], **fields, **spans, "updates": budget, "lam": ABLATION["lambda"]},
-                                   max_new_tokens=MAX_NEW_TOKENS)
-            key = "-".join(f"{f}={getattr(config, f)}" for f in ("praise", "cut_praise", "kl_target"))
-            key += f"-refresh_every={config.refresh_every}" if config.refresh_every else ""
+            config, shaping, refresh = t2g.configs({**preset["ppo"], **fields, **spans, "updates": budget,
+                                                    "lam": ABLATION["lambda"]}, max_new_tokens=MAX_NEW_TOKENS)
+            key = f"praise={shaping.praise}-cut_praise={shaping.cut_praise}"
+            key += f"-refresh_every={refresh.every}" if refresh.every else ""
             runs = []
             for seed in seeds:
                 stage, start = f"{name}/{key}/{seed}", time.time()
                 if stage not in progress:
                     actor = ppo.ActorCritic(copy.deepcopy(model), config.detach_value)
-                    snapshots = progress.snapshots(f"ablation_{name}_{key}_{seed}")
                     reward, run_models = t2g.method_reward(name, facts, tokenizer, splits["train"], reward_models,
-                                                           config, items, seed)
+                                                           shaping, refresh, items, seed)
                     watch = t2g.overoptimisation(name, facts, tokenizer, validation[:preset["overopt_prompts"]],
                                                  run_models, model, config, seed=1)
                     curve, _, _ = ppo.train(
                         actor, model, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, config, seed=seed,
                         evaluate=lambda gpt: (primary_score(facts, gpt, tokenizer, validation), watch(gpt)),
-                        eval_every=max(1, budget // ABLATION["points"]), desc=f"K={k} {setting}: {name} seed {seed}",
-                        snapshots=snapshots)
-                    snapshots.clear()
+                        eval_every=max(1, budget // ABLATION["points"]), desc=f"K={k} {setting}: {name} seed {seed}")
                     progress.finish(stage, {"curve": curve}, start)
                 runs.append(progress[stage]["curve"])
             last = [run[-1] for run in runs]
@@ -253,7 +246,7 @@ def run(args):
     compile = args.compile
     os.makedirs(args.out, exist_ok=True)
     progress = Progress(args.out, {"sweep": True, "preset": args.preset, "seed": args.seed},
-                            args.resume, args.checkpoint_every)
+                            args.resume)
     path = lambda name: os.path.join(args.out, name)
     # every K's held-out splits, whichever --ks: the shared stages (and the training split) must not
     # depend on which K are run
@@ -369,11 +362,11 @@ def main(argv):
         return run(args)
     except OSError as error:
         fail(f"cannot write the output ({error.strerror or error}: {error.filename or args.out}); choose another --out")
-    except (Interrupted, KeyboardInterrupt) as stop:
-        print(f"text2grad sweep: interrupted ({stop or 'at once'}); every file written is complete; run the same "
-              f"command with --resume to continue", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("text2grad sweep: interrupted; every file written is complete; run the same command with --resume "
+              "to continue from the last finished stage", file=sys.stderr)
         sys.exit(130)
-    except Diverged as error:
+    except FloatingPointError as error:
         fail(f"training diverged: {error}")
 
 

@@ -17,8 +17,9 @@ import sys
 
 import ppo
 from experiments.run_folder import read_run
-from runstate import atomic_save, pick_device
+from experiments.runstate import atomic_save, pick_device
 from sft import MAX_NEW_TOKENS, primary_score
+from experiments.protocol import configs
 from text2grad import reward_function
 
 # The value-head settings main compares (PPOConfig fields); the last is PPOConfig's default.
@@ -49,10 +50,10 @@ def main(argv=None):
     results = {}
     for setting, fields in VALUE_SETTINGS.items():
         for name in ("ppo_scalar", "text2grad"):
-            config = ppo.PPOConfig(**{**preset["ppo"], "lam": 0.95, **fields}, max_new_tokens=MAX_NEW_TOKENS)
+            config, shaping, _ = configs({**preset["ppo"], "lam": 0.95, **fields}, max_new_tokens=MAX_NEW_TOKENS)
             model = ppo.ActorCritic(copy.deepcopy(policy), config.detach_value)
             curve, history, warmup = ppo.train(
-                model, policy, prompts, reward_function(name, task, tokenizer, splits["train"], run.reward_models, config),
+                model, policy, prompts, reward_function(name, task, tokenizer, splits["train"], run.reward_models, shaping),
                 tokenizer.eos_id, tokenizer.pad_id, config, seed=run.seed,
                 evaluate=lambda gpt: primary_score(task, gpt, tokenizer, validation), eval_every=config.updates,
                 desc=f"{setting}: {name}")

@@ -4,12 +4,11 @@ import json
 
 import pytest
 
-import checkpoint
 import reward
 import text2grad
 from data import annotations, get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
-from experiments import value_heads
+from experiments import checkpoint, protocol, value_heads
 from model import GPT, GPTConfig
 
 GOOD = {"prompt": "I am Yuki (34). My landlord raised my rent by 270 dollars.", "response": "Yuki's rent rose.",
@@ -25,13 +24,13 @@ def write_annotations(folder, train_lines):
         (folder / f"annotations_{split}.jsonl").write_bytes(data)
 
 
-def run_fails(capsys, argv, main=text2grad.main):
-    """Run main(argv) (text2grad.main by default: python text2grad.py), expect exit status 2; return the error text (one line)."""
+def run_fails(capsys, argv, main=protocol.main):
+    """Run main(argv) (the lab's protocol by default), expect exit status 2; return the error text (its last line)."""
     with pytest.raises(SystemExit) as exit:
         main(argv)
     err = capsys.readouterr().err
     assert exit.value.code == 2 and "Traceback" not in err
-    assert err.count("\n") == 1, err
+    assert err.count("\n") == 1 or main is text2grad.main, err  # argparse's usage line comes first there
     return err
 
 
@@ -66,7 +65,6 @@ def test_every_tasks_annotations_are_checked_before_the_first_task_runs(tmp_path
 @pytest.mark.parametrize("argv, message", [
     (["--seeds", "0"], "--seeds must be at least 1"),
     (["--reward-seeds", "0"], "--reward-seeds must be at least 1"),
-    (["--checkpoint-every", "-1"], "--checkpoint-every must be 0 or more"),
     (["--resume"], "nothing to resume"),
     (["--annotations", "/no/such/folder"], "cannot read /no/such/folder/annotations_train.jsonl"),
 ])
@@ -151,3 +149,13 @@ def test_value_command_needs_a_finished_run(tmp_path, capsys):
                                                                      "annotations": None}, "done": {}}))
     err = run_fails(capsys, ["--out", str(tmp_path)], value_heads.main)
     assert "has not finished its reward models (sft.pt, reward_cot.pt" in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--task", "facts"], "--task must be one of summarize, code, qa"),
+    (["--device", "tpu7"], "--device tpu7 is not a device torch can use here"),
+    (["--device", "cuda:99"], "--device cuda:99 is not a device torch can use here"),
+    (["--updates", "many"], "argument --updates: invalid int value: 'many'"),
+])
+def test_the_first_look_refuses_bad_flags_in_one_line(capsys, argv, message):
+    assert message in run_fails(capsys, argv, text2grad.main)

@@ -13,6 +13,7 @@ import torch
 
 import ppo
 import text2grad
+from experiments import protocol
 from model import GPT, GPTConfig, generate
 from test_ppo import assert_compiled_matches_eager, loss_inputs, naive_ppo_loss
 
@@ -109,12 +110,12 @@ def finished_runs(out, tasks):
 
 @pytest.mark.slow
 def test_tiny_run_on_the_gpu(tmp_path):
-    text2grad.main(["--preset", "tiny", "--device", CUDA, "--task", "all", "--seeds", "2", "--out", str(tmp_path)])
+    protocol.main(["--preset", "tiny", "--device", CUDA, "--task", "all", "--seeds", "2", "--out", str(tmp_path)])
     finished_runs(tmp_path, ("summarize", "code", "qa"))
 
 
 @pytest.mark.slow
 def test_tiny_run_on_the_gpu_compiled(tmp_path):
-    text2grad.main(["--preset", "tiny", "--device", CUDA, "--compile", "--task", "summarize", "--seeds", "1",
+    protocol.main(["--preset", "tiny", "--device", CUDA, "--compile", "--task", "summarize", "--seeds", "1",
                     "--out", str(tmp_path)])
     finished_runs(tmp_path, ("summarize",))

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+import guards
 import ppo
 import reward
 import text2grad
@@ -39,7 +40,7 @@ def test_oracle_reward_blames_exactly_the_tokens_inside_poor_spans(setup):
     scores = text2grad.reward_function("oracle", task, tokenizer, examples, {})(chosen, tokens, mask)
     last = text2grad.reward_function("oracle_scalar", task, tokenizer, examples, {})(chosen, tokens, mask)
     guarded = text2grad.reward_function("oracle_scalar", task, tokenizer, examples, {},
-                                         ppo.PPOConfig(praise_fade_at=4, praise="token", cut_praise=False))(chosen, tokens, mask)
+                                         guards.Guards(praise_fade_at=4, praise="token", cut_praise=False))(chosen, tokens, mask)
     blamed_any = False
     for row, (i, response) in enumerate(zip(chosen, responses)):
         poor = [(response.find(p), response.find(p) + len(p)) for p in task.critique(examples[i], response)["poor_spans"]]
@@ -96,7 +97,7 @@ def test_learned_span_rewards_land_on_every_token_with_the_length_guard(setup):
     lengths = [len(tokenizer.encode(r)) for r in responses]
     deltas = {n: [(-1, 0, 1)[t % 3] for t in range(n)] for n in lengths}  # keyed by response length
     scores = text2grad.reward_function("text2grad", task, tokenizer, examples, {"cot": FixedSpans(deltas)},
-                                       ppo.PPOConfig(praise_fade_at=4, praise="token", cut_praise=False))([0, 1], tokens, mask)
+                                       guards.Guards(praise_fade_at=4, praise="token", cut_praise=False))([0, 1], tokens, mask)
     for row, n in enumerate(lengths):
         for t in range(tokens.shape[1]):
             d = deltas[n][t] if t < n else 0  # the EOS and the padding carry nothing

@@ -5,7 +5,7 @@ import pytest
 
 import text2grad
 from data import Example, facts
-from experiments import stats, sweep
+from experiments import protocol, stats, sweep
 from test_report import Page
 
 
@@ -149,19 +149,19 @@ def test_growth_of_a_ratio_from_k_1():
 
 def test_lambda_is_chosen_by_the_final_score_or_the_curve_mean():
     sooner, later = [(0, 0.2), (1, 0.9), (2, 0.9)], [(0, 0.2), (1, 0.5), (2, 0.95)]
-    assert text2grad.choice_score(sooner, "final") == 0.9 and text2grad.choice_score(later, "final") == 0.95
-    assert text2grad.choice_score(sooner, "mean") == pytest.approx(2.0 / 3)
-    assert text2grad.choice_score(later, "mean") == pytest.approx(1.65 / 3)
-    assert text2grad.choice_score([(0, 0.2, 0.1), (1, 0.6, 0.0)], "mean") == pytest.approx(0.4)  # a test score beside
+    assert protocol.choice_score(sooner, "final") == 0.9 and protocol.choice_score(later, "final") == 0.95
+    assert protocol.choice_score(sooner, "mean") == pytest.approx(2.0 / 3)
+    assert protocol.choice_score(later, "mean") == pytest.approx(1.65 / 3)
+    assert protocol.choice_score([(0, 0.2, 0.1), (1, 0.6, 0.0)], "mean") == pytest.approx(0.4)  # a test score beside
     # rise fast then collapse, against rise slowly and stay: the mean prefers the first, the last quarter
     # (here the last 2 of 8 points) the second
     collapse = list(enumerate([0.2, 0.9, 0.95, 0.95, 0.9, 0.85, 0.8, 0.7]))
     steady = list(enumerate([0.2, 0.4, 0.6, 0.7, 0.8, 0.85, 0.9, 0.92]))
-    assert text2grad.choice_score(collapse, "mean") > text2grad.choice_score(steady, "mean")
-    assert text2grad.choice_score(collapse, "last_quarter") == pytest.approx(0.75)
-    assert text2grad.choice_score(steady, "last_quarter") == pytest.approx(0.91)
+    assert protocol.choice_score(collapse, "mean") > protocol.choice_score(steady, "mean")
+    assert protocol.choice_score(collapse, "last_quarter") == pytest.approx(0.75)
+    assert protocol.choice_score(steady, "last_quarter") == pytest.approx(0.91)
     with pytest.raises(ValueError, match="choose_by"):
-        text2grad.choice_score(steady, "median")
+        protocol.choice_score(steady, "median")
 
 
 def test_sweep_splits_share_no_prompt_and_hold_one_k_each():
@@ -210,14 +210,14 @@ def test_the_defence_ablation_runs_each_guard_where_it_applies(tmp_path):
     table = json.loads((out / "ablation.json").read_text())["per_k"]["1"]
     assert set(table) == set(sweep.DEFENCES)
     runs = json.loads((out / "ablation" / "k1" / "progress.json").read_text())["done"]
-    # Text2Grad runs every distinct setting (8); the scalar reward has no spans, so its span settings are
-    # the same runs as their token twins (paper, cut, kl, cut+kl, refresh, cut+refresh: 6), each run once
+    # Text2Grad runs every distinct setting (6); the scalar reward has no spans, so its span settings are
+    # the same runs as their token twins (paper, cut, refresh, cut+refresh: 4), each run once
     keys = {name: {stage.split("/")[1] for stage in runs if stage.startswith(name + "/")} for name in sweep.ABLATION["methods"]}
-    assert len(keys["text2grad"]) == len(sweep.DEFENCES) == 8 and len(keys["ppo_scalar"]) == 6
+    assert len(keys["text2grad"]) == len(sweep.DEFENCES) == 6 and len(keys["ppo_scalar"]) == 4
     assert all("praise=token" in key for key in keys["ppo_scalar"])
-    assert sum("praise=span" in key for key in keys["text2grad"]) == 4
+    assert sum("praise=span" in key for key in keys["text2grad"]) == 3
     for setting, fields in sweep.DEFENCES.items():  # each row reads its own runs
-        key = f"praise={fields['praise']}-cut_praise={fields['cut_praise']}-kl_target={fields['kl_target']}"
+        key = f"praise={fields['praise']}-cut_praise={fields['cut_praise']}"
         key += f"-refresh_every={fields['refresh_every']}" if fields["refresh_every"] else ""
         assert table[setting]["text2grad"]["per_seed"] == [runs[f"text2grad/{key}/0"]["value"]["curve"][-1][1]]
 

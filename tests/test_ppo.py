@@ -108,19 +108,8 @@ def test_dense_scores_put_delta_on_response_tokens_and_zero_on_eos():
     assert scores.tolist() == [[1, -1, 0, 0], [-1, 0, 0, 0]]
 
 
-def test_kl_estimators_against_fp64():
-    torch.manual_seed(3)
-    logp, ref = torch.randn(50).double() - 2, torch.randn(50).double() - 2
-    torch.testing.assert_close(ppo.kl_penalty(logp, ref, "k1"), logp - ref)
-    k3 = ppo.kl_penalty(logp.float(), ref.float(), "k3").double()
-    torch.testing.assert_close(k3, torch.exp(ref - logp) - 1 - (ref - logp), atol=1e-5, rtol=1e-5)
-    assert (k3 >= 0).all()
-    with pytest.raises(ValueError, match="unknown KL estimator"):
-        ppo.kl_penalty(logp, ref, "k2")
-
-
 def test_token_rewards_kl_and_missing_eos():
-    config = ppo.PPOConfig(missing_eos_penalty=1.0, kl_estimator="k1")
+    config = ppo.PPOConfig(missing_eos_penalty=1.0)
     N = 6
     mask = ragged_mask([6, 3], N)
     scores = torch.tensor([[1.0, 0, -1, 0, 0, 1], [0, -1, 0, 0, 0, 0]]) * mask
@@ -153,17 +142,6 @@ def test_length_guard_fades_praise_only_past_praise_fade_at():
     assert total(64, +1) - total(52, +1) == pytest.approx(by_hand(52, 63), abs=1e-4)  # about 0.21
     assert total(20, +1) - total(8, +1) == pytest.approx(by_hand(8, 19), abs=1e-4)    # about 11.9
     assert total(64, -1) - total(52, -1) == pytest.approx(-12.0)
-
-
-def test_kl_controller():
-    fixed = ppo.KLController(0.1)
-    fixed.update(100.0, 64)
-    assert fixed.beta == 0.1
-    adaptive = ppo.KLController(0.1, target=6.0, horizon=1000)
-    adaptive.update(12.0, 100)  # KL twice the target: error clipped to +0.2
-    assert adaptive.beta == pytest.approx(0.1 * (1 + 0.2 * 100 / 1000))
-    adaptive.update(3.0, 100)   # half the target: -0.2
-    assert adaptive.beta == pytest.approx(0.1 * 1.02 * 0.98)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,7 +256,7 @@ def test_rollout_logprobs_match_the_sampler_and_first_ratio_is_one(policy):
     # every minibatch is a first one, so the iteration's logged means must show it.
     scores = guards.dense_scores([[1, -1, 0]] * 6, batch["mask"])
     optimizer = torch.optim.Adam(model.parameters(), lr=0.0)
-    logged = ppo.ppo_iteration(model, optimizer, batch, scores, ppo.KLController(0.05),
+    logged = ppo.ppo_iteration(model, optimizer, batch, scores,
                                ppo.PPOConfig(**{**config.__dict__, "epochs": 1}), torch.Generator().manual_seed(0))
     assert logged["ratio"] == pytest.approx(1.0, abs=1e-6)
     assert logged["approx_kl"] == pytest.approx(0.0, abs=1e-7) and logged["clip_fraction"] == 0.0
@@ -286,7 +264,7 @@ def test_rollout_logprobs_match_the_sampler_and_first_ratio_is_one(policy):
     # a ratio limit below 1 skips every minibatch (two of three sequences each): nothing moves
     before = copy.deepcopy(model.state_dict())
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0)
-    logged = ppo.ppo_iteration(model, optimizer, batch, scores, ppo.KLController(0.05),
+    logged = ppo.ppo_iteration(model, optimizer, batch, scores,
                                ppo.PPOConfig(**{**config.__dict__, "max_ratio": 0.5}), torch.Generator().manual_seed(0))
     assert logged["skipped"] == config.epochs * 2
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import checkpoint
+from experiments import checkpoint
 from data.tokenizer import Tokenizer
 from experiments.terminal import colour_tokens
 from model import GPT, GPTConfig

@@ -14,7 +14,7 @@ import time
 import pytest
 
 import text2grad
-from experiments import credit_landing, critique_check, report, value_heads
+from experiments import credit_landing, critique_check, protocol, report, value_heads
 from experiments.run_folder import read_run
 from test_codegen import unmarked
 from test_report import Page
@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def run_all(tmp_path_factory):
     """The README's commands at the tiny preset: the run, credit landing per task, the report."""
     out = tmp_path_factory.mktemp("runs")
-    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "all", "--seeds", "2", "--out", str(out)])
+    protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "all", "--seeds", "2", "--out", str(out)])
     for task in TASKS:
         credit_landing.main(["--out", str(out / task), "--device", "cpu"])
     report.main(["--out", str(out)])
@@ -62,7 +62,7 @@ def test_sft_curve(run_all):
 
 
 def test_reward_model_seeds(run_all, tmp_path):
-    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "qa", "--seeds", "2", "--reward-seeds", "2", "--out", str(tmp_path)])
+    protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "qa", "--seeds", "2", "--reward-seeds", "2", "--out", str(tmp_path)])
     report.main(["--out", str(tmp_path)])
     results = json.loads((tmp_path / "qa" / "summary.json").read_text())
     one_seed = json.loads((run_all / "qa" / "results.json").read_text())
@@ -80,13 +80,13 @@ def test_reward_model_seeds(run_all, tmp_path):
 
 
 def test_reward_models_from_a_trunk_trained_on_the_references(tmp_path):
-    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--reward-start", "references", "--out", str(tmp_path)])
+    protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--reward-start", "references", "--out", str(tmp_path)])
     results = json.loads((tmp_path / "code" / "results.json").read_text())
     assert results["reward_start"] == "references" and [s for s, _ in results["reference_trunk"]["curve"]] == [10, 20]
     assert results["wall_time_s"]["reference_trunk"] > 0
     # resuming with the other start is refused: the reward models would not match the flag
     with pytest.raises(SystemExit):
-        text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--out", str(tmp_path), "--resume"])
+        protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--out", str(tmp_path), "--resume"])
 
 
 def test_a_run_pays_praise_as_its_task_does_by_default(run_all):
@@ -96,18 +96,18 @@ def test_a_run_pays_praise_as_its_task_does_by_default(run_all):
 
 
 def test_praise_reaches_every_ppo_run_and_resume_checks_it(tmp_path, monkeypatch):
-    seen, train = [], text2grad.ppo.train
-    def spy(*args, **kwargs):  # ppo.train(model, policy, prompts, reward, eos_id, pad_id, config, ...)
-        seen.append(args[6].praise)
-        return train(*args, **kwargs)
-    monkeypatch.setattr(text2grad.ppo, "train", spy)
+    seen, shaped = [], text2grad.guards.shaped_scores
+    def spy(deltas, responses, mask, ended, shaping):  # every span reward's scores pass through here
+        seen.append(shaping.praise)
+        return shaped(deltas, responses, mask, ended, shaping)
+    monkeypatch.setattr(text2grad.guards, "shaped_scores", spy)
     other = {"token": "span", "span": "token"}[text2grad.PRAISE["code"]]  # not the task's default
-    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--praise", other, "--out", str(tmp_path)])
+    protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--praise", other, "--out", str(tmp_path)])
     assert json.loads((tmp_path / "code" / "results.json").read_text())["praise"] == other
-    assert len(seen) == len(text2grad.METHODS) * len(text2grad.PRESETS["tiny"]["lambdas"]) and set(seen) == {other}
+    assert seen and set(seen) == {other}
     assert read_run(str(tmp_path / "code"), "cpu").preset["ppo"]["praise"] == other  # what the studies re-run with
     with pytest.raises(SystemExit):  # resuming with the default would mix two kinds of PPO run
-        text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--out", str(tmp_path), "--resume"])
+        protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--out", str(tmp_path), "--resume"])
 
 
 def test_every_run_writes_a_report(run_all):
@@ -132,7 +132,7 @@ def test_every_run_writes_a_report(run_all):
 # ---------------------------------------------------------------------------------------------
 # Determinism, interruption and --resume
 
-RUN = [sys.executable, os.path.join(ROOT, "text2grad.py"), "--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2"]
+RUN = [sys.executable, "-m", "experiments.protocol", "--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2"]
 
 
 def metrics(path):
@@ -144,12 +144,21 @@ def metrics(path):
     return strip(json.loads(path.read_text()))
 
 
-def stop_when(out, snapshot, sig):
-    """Start a fresh (or resumed) run, send sig once `snapshot` exists in out; returns the exit status."""
-    process = subprocess.Popen(RUN + ["--out", str(out), "--checkpoint-every", "0"] + (["--resume"] if (out / "summarize").exists() else []),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def finished(out):
+    """The stages progress.json marks finished (none before it is written)."""
+    try:
+        return json.loads((out / "summarize" / "progress.json").read_text())["done"]
+    except (OSError, ValueError):
+        return {}
+
+
+def stop_after(out, stage, sig):
+    """Start a fresh (or resumed) run, send sig once `stage` is marked finished (so the next stage
+    is under way); returns the exit status and stderr."""
+    process = subprocess.Popen(RUN + ["--out", str(out)] + (["--resume"] if (out / "summarize").exists() else []),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     deadline = time.time() + 120
-    while not (out / "summarize" / snapshot).exists() and process.poll() is None and time.time() < deadline:
+    while stage not in finished(out) and process.poll() is None and time.time() < deadline:
         time.sleep(0.002)
     process.send_signal(sig)
     _, err = process.communicate(timeout=120)
@@ -157,35 +166,36 @@ def stop_when(out, snapshot, sig):
 
 
 def test_two_runs_with_one_seed_agree(run_all, tmp_path):
-    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path)])
+    protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path)])
     assert metrics(tmp_path / "summarize" / "results.json") == metrics(run_all / "summarize" / "results.json")
 
 
 @pytest.mark.slow
 def test_killed_and_resumed_run_gives_the_same_numbers(run_all, tmp_path):
-    # SIGKILL in the middle of pretraining, SFT, a reward model and a PPO run, resuming each time
-    for snapshot in ("base.partial.pt", "sft.partial.pt", "reward_cot.partial.pt", "ppo_text2grad_lambda0.95_0.partial.pt"):
-        code, _ = stop_when(tmp_path, snapshot, signal.SIGKILL)
-        assert code == -signal.SIGKILL, f"the run ended before {snapshot} appeared"
+    # SIGKILL as SFT, the reward models, and a PPO run get under way, resuming each time: a stopped
+    # stage runs again from its start
+    for stage in ("base", "evaluate", "ppo/text2grad/lambda0.0/0"):
+        code, _ = stop_after(tmp_path, stage, signal.SIGKILL)
+        assert code == -signal.SIGKILL, f"the run ended before {stage} finished"
         assert not (tmp_path / "summarize" / "results.json").exists()
-    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
+    protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
     assert metrics(tmp_path / "summarize" / "results.json") == metrics(run_all / "summarize" / "results.json")
 
 
 @pytest.mark.slow
-def test_ctrl_c_saves_and_resume_finishes(run_all, tmp_path):
-    code, err = stop_when(tmp_path, "ppo_ppo_scalar_lambda0.0_0.partial.pt", signal.SIGINT)
+def test_ctrl_c_stops_with_one_line_and_resume_finishes(run_all, tmp_path):
+    code, err = stop_after(tmp_path, "reward/scalar", signal.SIGINT)
     assert code == 130 and "--resume" in err and "Traceback" not in err
     progress = json.loads((tmp_path / "summarize" / "progress.json").read_text())
     assert "reward/scalar" in progress["done"] and "showcase" not in progress["done"]
     assert not (tmp_path / "summarize" / "results.json").exists()
-    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
+    protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
     assert metrics(tmp_path / "summarize" / "results.json") == metrics(run_all / "summarize" / "results.json")
 
 
 def test_resume_with_more_seeds_adds_their_runs(run_all, tmp_path):
     shutil.copytree(run_all / "summarize", tmp_path / "summarize")
-    text2grad.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "3", "--out", str(tmp_path), "--resume"])
+    protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "3", "--out", str(tmp_path), "--resume"])
     before = json.loads((run_all / "summarize" / "results.json").read_text())
     after = json.loads((tmp_path / "summarize" / "results.json").read_text())
     for name in text2grad.METHODS:
@@ -200,7 +210,7 @@ def test_value_command_compares_the_settings_on_a_finished_run(run_all, tmp_path
     value_heads.main(["--out", str(tmp_path / "summarize"), "--device", "cpu"])
     results = json.loads((tmp_path / "summarize" / "value_settings.json").read_text())
     assert set(results) == {f"{s}/{m}" for s in value_heads.VALUE_SETTINGS for m in ("ppo_scalar", "text2grad")}
-    updates = text2grad.PRESETS["tiny"]["ppo"]["updates"]
+    updates = protocol.PRESETS["tiny"]["ppo"]["updates"]
     for key, entry in results.items():
         assert len(entry["explained_variance"]) == len(entry["explained_variance_mc"]) == updates
         assert bool(entry["warmup"]) == key.startswith("own head, warm-up")  # only that setting warms up
@@ -228,3 +238,24 @@ def test_critique_check_sorts_every_validation_record(run_all, tmp_path):
         result = json.loads((tmp_path / task / "critique_check.json").read_text())
         kept = len((run_all / task / "annotations_validation.jsonl").read_text().splitlines())
         assert 0 < result["all"]["records"] <= kept  # the validation records whose encoding fits
+
+
+def test_the_first_look_is_the_protocols_run_at_each_chosen_lambda(run_all, capsys):
+    """python text2grad.py at the tiny preset's sizes, against the lab's run of the same preset and
+    seed: two code paths (one script, stages with checkpoints and resume) that must train the same
+    models, so each method's validation curve equals the lab's run at that lambda, point by point."""
+    tiny = protocol.PRESETS["tiny"]
+    sizes = {k: tiny[k] for k in ("train", "annotated", "demonstrations", "validation", "test", "vocab_size",
+                                  "pretrain_steps", "sft_steps", "batch_size", "lr", "samples_per_prompt",
+                                  "reward_steps", "reward_lr", "eval_every")}
+    sizes.update(tiny["model"], updates=tiny["ppo"]["updates"], ppo_batch_size=tiny["ppo"]["batch_size"],
+                 minibatch_size=tiny["ppo"]["minibatch_size"], ppo_lr=tiny["ppo"]["lr"])
+    argv = [a for k, v in sizes.items() for a in (f"--{k.replace('_', '-')}", str(v))]
+    table = text2grad.main(argv + ["--task", "summarize", "--device", "cpu"])
+    printed = capsys.readouterr().out
+    done = json.loads((run_all / "summarize" / "progress.json").read_text())["done"]
+    assert table["sft"][2] == json.loads((run_all / "summarize" / "results.json").read_text())["sft"]["test"]["rougeL"]
+    for method, lam in text2grad.LAMBDAS["summarize"].items():
+        lab = done[f"ppo/{method}/lambda{lam}/0"]["value"]["curve"]
+        assert table[method][0] == lam and table[method][1] == [point[1] for point in lab]
+        assert method in printed

@@ -2,9 +2,8 @@
 import pytest
 import torch
 
-import checkpoint
 import sft
-import text2grad
+from experiments import checkpoint, protocol
 from data import Example
 from data.tokenizer import Tokenizer
 from model import GPT, GPTConfig
@@ -65,20 +64,6 @@ def test_checkpoint_round_trip(tmp_path, tokenizer):
     assert not (tmp_path / "m.pt.tmp").exists()
 
 
-def test_a_checkpoint_from_before_the_canon_layers_loads_as_the_plain_block(tmp_path, tokenizer):
-    # written by the code before GPTConfig.canon existed: its config has no "canon" key
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=16, canon=0))
-    path = tmp_path / "old.pt"
-    checkpoint.save_checkpoint(path, model, tokenizer, step=3)
-    saved = torch.load(path, weights_only=True)
-    del saved["config"]["canon"]
-    torch.save(saved, path)
-    loaded, _, _ = checkpoint.load_checkpoint(path)
-    idx = torch.randint(0, tokenizer.vocab_size, (2, 10))
-    assert loaded.config.canon == 0 and torch.equal(loaded(idx)[1], model(idx)[1])
-
-
 def test_tiny_sft_memorises_demonstrations(tokenizer):
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=96, n_layer=2, n_head=2, n_embd=32))
@@ -92,7 +77,7 @@ def test_tiny_sft_memorises_demonstrations(tokenizer):
 def test_unavailable_device_is_a_clear_error(capsys, device):
     # cuda:99 is missing on a CPU machine and on any machine with fewer than 100 GPUs
     with pytest.raises(SystemExit) as exit_info:
-        text2grad.main(["--device", device, "--out", "unused"])
+        protocol.main(["--device", device, "--out", "unused"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"text2grad: error: --device {device} ") and "\n" not in err

@@ -1,10 +1,9 @@
-"""checkpoint.py: a trained model in a file, handed from one stage of a run to the next.
+"""experiments/checkpoint.py: a trained model in a file, handed from one stage of a run to the next.
 
     save_checkpoint(path, model, tokenizer, step)   weights, the GPT config, the tokenizer and the step
     load_checkpoint(path, device, tokenizer, config)   the model back (a GPT or a reward model), checked
                                                       against the tokenizer and config a run expects
 
-A training loop's own resumable state, saved while it runs, is a snapshot (runstate.Snapshots).
 """
 import os
 from dataclasses import asdict
@@ -14,7 +13,7 @@ import torch
 from data.tokenizer import Tokenizer
 from model import GPT, GPTConfig
 from reward import RewardModel
-from runstate import atomic_save, fail
+from experiments.runstate import atomic_save, fail
 
 
 def save_checkpoint(path, model, tokenizer, step, **extra):
@@ -34,7 +33,6 @@ def load_checkpoint(path, device="cpu", tokenizer=None, config=None):
         fail(f"{path} is missing; start the run again without --resume")
     except Exception as error:  # a truncated or foreign file: pickle, zip and torch raise many kinds
         fail(f"{path} is not a checkpoint this code wrote ({type(error).__name__}); start again without --resume")
-    ckpt["config"].setdefault("canon", 0)  # written before the canon layers: the plain block
     if config is not None and ckpt["config"] != asdict(config):
         diff = ", ".join(f"{k} {ckpt['config'].get(k)} (expected {v})" for k, v in asdict(config).items()
                          if ckpt["config"].get(k) != v)

@@ -1,0 +1,509 @@
+"""experiments/protocol.py: the full experiment, the lab's version of text2grad.py.
+
+    python -m experiments.protocol [--task all] [--seeds 5] [--reward-seeds 3] [--resume]
+
+text2grad.py is the method on one task with one seed at each method's chosen GAE lambda. This adds
+what a claim needs: every method runs at each lambda of a grid on the first seed and keeps the one
+whose validation score is highest; more PPO seeds at that lambda (every method draws the same
+prompts in the same order for a given seed, so seeds pair the methods: COMPARISONS, read by
+experiments/summary.py); the span reward models trained with several seeds, and the no-critique
+ablation beside them; the over-optimisation measurement at every curve point; each stage saved as
+it finishes (progress.json), so that --resume skips what is done; and results.json, which
+`python -m experiments.report` turns into tables with intervals and report.html.
+"""
+import argparse
+import copy
+import glob
+import json
+import os
+import sys
+import time
+from dataclasses import replace
+
+import torch
+
+import dataclasses
+
+import guards
+import ppo
+from data import document, get_task
+from data.annotations import annotate, read_annotations, read_jsonl
+from data.tokenizer import Tokenizer, training_texts
+from experiments.checkpoint import load_checkpoint, save_checkpoint
+from experiments.runstate import Progress, add_run_flags, atomic_save, check_run_flags, checked, fail, pick_device
+from experiments.showcase import showcase
+from model import GPT, GPTConfig, generate
+from reward import RefreshConfig, RewardModel, encode_splits, evaluate_reward_model, train_reward_model
+from sft import MAX_NEW_TOKENS, evaluate, flaw_rates, mean_metrics, primary_score, respond, train_sft
+from text2grad import METHODS, PRAISE, REWARD_MODELS, Config, experiment_splits, method_reward, reward_function
+
+def preset_of(config, **lab):
+    """A preset, the lab's dict of a run's sizes, from a text2grad.Config; lab: the lab's own keys."""
+    c = dataclasses.asdict(config)
+    sizes = ("train", "annotated", "demonstrations", "validation", "test", "vocab_size", "sft_steps", "batch_size",
+             "lr", "pretrain_steps", "samples_per_prompt", "reward_steps", "reward_lr", "eval_every")
+    return dict({k: c[k] for k in sizes}, model=dict(n_layer=c["n_layer"], n_head=c["n_head"], n_embd=c["n_embd"]),
+                ppo=dict(updates=c["updates"], batch_size=c["ppo_batch_size"], minibatch_size=c["minibatch_size"],
+                         lr=c["ppo_lr"]), **lab)
+
+
+# Sizes a run may pick with --preset: "default" is text2grad.Config's; "small" a first look in 3
+# minutes on 2 CPU cores; "tiny" the test suite's end-to-end run (every stage, seconds; its numbers
+# mean nothing). Beyond Config's fields: sft_eval_every, steps between points of the SFT and
+# pretraining learning curve; lambdas, the GAE lambda grid each method chooses from on validation
+# (ppo_stage); ppo, PPOConfig fields, with the guards' (guards.Guards) and the refresh's
+# (refresh_every, refresh_samples, ...: reward.RefreshConfig) beside them; choose_by, test_curve and
+# overopt_prompts, set by the K sweep (experiments/sweep.py): lambda chosen by the validation curve's
+# last quarter; the test prompts scored at every point; the prompts the over-optimisation measurement samples.
+PRESETS = {
+    "default": preset_of(Config(), sft_eval_every=200, lambdas=(0.0, 0.5, 0.95)),
+    "small": dict(train=1500, annotated=1500, demonstrations=12800, validation=100, test=100, vocab_size=512,
+                  sft_steps=400, batch_size=32, lr=3e-3, sft_eval_every=100, pretrain_steps=200,
+                  model=dict(n_layer=2, n_head=4, n_embd=96),
+                  samples_per_prompt=1, reward_steps=200, reward_lr=2e-3,
+                  ppo=dict(updates=8, batch_size=32, minibatch_size=32, lr=3e-5), eval_every=2,
+                  lambdas=(0.0, 0.5, 0.95)),
+    "tiny": dict(train=64, annotated=64, demonstrations=320, validation=16, test=16, vocab_size=512,
+                 sft_steps=20, batch_size=16, lr=3e-3, sft_eval_every=10, pretrain_steps=10,
+                 model=dict(n_layer=1, n_head=2, n_embd=32, block_size=512),
+                 samples_per_prompt=1, reward_steps=5, reward_lr=2e-3,
+                 ppo=dict(updates=2, batch_size=8, minibatch_size=8, lr=3e-5, refresh_every=2), eval_every=1,
+                 lambdas=(0.0, 0.95)),
+}
+
+
+def configs(fields, **extra):
+    """(ppo.PPOConfig, guards.Guards, reward.RefreshConfig) from a preset's ppo dict (and extra PPOConfig fields)."""
+    shaping = {k: v for k, v in fields.items() if k in {f.name for f in dataclasses.fields(guards.Guards)}}
+    refresh = {k[len("refresh_"):]: v for k, v in fields.items() if k.startswith("refresh_")}
+    rest = {k: v for k, v in fields.items() if k not in shaping and not k.startswith("refresh_")}
+    return ppo.PPOConfig(**rest, **extra), guards.Guards(**shaping), RefreshConfig(**refresh)
+
+
+# The paired differences the verdicts read, fixed before any run: (a, b) -> a - b per seed. Across
+# each row of the 2x2 (where the reward lands), down each column (who judges), and the diagonal.
+# experiments/summary.py computes them from results.json.
+COMPARISONS = [("text2grad", "ppo_scalar"), ("oracle", "oracle_scalar"), ("oracle", "text2grad"),
+               ("oracle_scalar", "ppo_scalar"), ("text2grad", "oracle_scalar")]
+SEEDED_METRICS = ("positive_f1", "negative_f1", "exact_span_match", "critique_rougeL")  # kept per reward-model seed
+
+
+def overoptimisation(method, task, tokenizer, examples, reward_models, reference, config, seed=0):
+    """Over-optimisation measured as Gao et al. (2023) measure it: f(gpt) -> a dict of means over one
+    sampled response per example (temperature config.temperature, the same random numbers at every
+    call, so successive points differ by the policy only):
+      proxy       what the method's own judge says, unguarded: sum_t delta_t of the span reward model,
+                  the scalar reward model's number, the critic's sum for the oracle methods
+      gold        the critic's sum_t delta_t (praised minus blamed tokens), the proxy's units
+      kl          KL(pi || pi_sft) per response, its k1 estimate sum_t log pi(y_t) - log pi_sft(y_t)
+      length      response tokens, EOS included
+      criticised  the share of response tokens the critic blames
+    Plotted against sqrt(kl): a proxy that keeps rising while the gold turns is a reward being gamed."""
+    judge = METHODS[method][0]
+    proxy_fn = reward_function(method, task, tokenizer, examples, reward_models)
+    critic_fn = reward_function("oracle", task, tokenizer, examples, reward_models)  # dense, unguarded
+    prompts = [tokenizer.prompt(e.prompt) for e in examples]
+    indices = list(range(len(examples)))
+
+    def measure(gpt):
+        device = next(gpt.parameters()).device
+        generator = torch.Generator(device).manual_seed(seed)
+        tokens, _, mask = generate(gpt, prompts, config.max_new_tokens, tokenizer.eos_id, tokenizer.pad_id,
+                                   temperature=config.temperature, generator=generator)
+        kl = (ppo.response_logprobs(gpt, prompts, tokens, mask, tokenizer.pad_id, config.temperature)
+              - ppo.response_logprobs(reference, prompts, tokens, mask, tokenizer.pad_id, config.temperature)).sum(1)
+        critic = critic_fn(indices, tokens, mask)  # (B, N)
+        gold = critic.sum(1)
+        proxy = gold if judge == "critic" else proxy_fn(indices, tokens, mask).sum(1)
+        length = mask.float().sum(1)
+        return {"proxy": proxy.mean().item(), "gold": gold.mean().item(), "kl": kl.mean().item(),
+                "length": length.mean().item(), "criticised": ((critic < 0).float().sum() / length.sum()).item()}
+    return measure
+
+
+# ---------------------------------------------------------------------------------------------
+# Data, tokenizer and the SFT policy
+
+def tokenizer_stage(task, train, vocab_size, out, progress):
+    """The data stage: a tokenizer trained on the training split's text only, saved as
+    out/tokenizer.json, and what the demonstrations hold (flaw rates, their own metric); once
+    finished (--resume), the tokenizer is read back."""
+    start, path = time.time(), os.path.join(out, "tokenizer.json")
+    if "data" not in progress:
+        tokenizer = Tokenizer.train(training_texts(task, train), vocab_size)
+        atomic_save(tokenizer.to_json(), path)
+        progress.finish("data", {"demonstration_flaw_rates": flaw_rates(train), "demonstration_score": sum(
+            task.metrics(e, e.demonstration)[task.PRIMARY] for e in train) / len(train)}, start)
+        return tokenizer
+    try:
+        with open(path, encoding="utf-8") as f:
+            return Tokenizer.from_json(f.read())
+    except Exception as error:  # missing, or not a tokenizer file
+        fail(f"--resume: cannot read {path} ({type(error).__name__}); run without --resume")
+
+
+def sft_stage(task, demonstrations, validation, tokenizer, preset, device, seed, out, progress, name="sft",
+              start_from=None, steps=None, document=None):
+    """The SFT stage: a GPT of preset["model"] trained on the demonstrations, saved as out/{name}.pt
+    (or, once finished, loaded from it). It starts from start_from (a .pt file: the pretrained base)
+    or, when None, from random weights; steps defaults to preset["sft_steps"]; document: see
+    sft.train_sft (the pretraining stage's). With preset["sft_eval_every"], the task's metrics of
+    greedy validation responses every that many steps make the learning curve ("curve": [(step,
+    metrics)]). Returns the policy."""
+    start, path = time.time(), os.path.join(out, f"{name}.pt")
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, **preset["model"])
+    steps = steps or preset["sft_steps"]
+    if name not in progress:
+        torch.manual_seed(seed)
+        model = GPT(config).to(device) if start_from is None else load_checkpoint(start_from, device, tokenizer,
+                                                                                    config)[0]
+        flawed = sum(bool(e.flaws) for e in demonstrations) / len(demonstrations)
+        data = "their references" if document else f"{flawed:.0%} flawed"
+        print(f"[{task.NAME}] {name}: {model.num_params() / 1e6:.2f}M parameters, {len(demonstrations)} examples "
+              f"({data}), from {start_from or 'random weights'}, device {device}")
+        losses, curve = train_sft(model, tokenizer, demonstrations, steps, preset["batch_size"],
+                                  preset["lr"], device, seed,
+                                  evaluate=lambda m: mean_metrics(task, m, tokenizer, validation, desc=None),
+                                  eval_every=preset.get("sft_eval_every", 0), document=document, desc=name)
+        save_checkpoint(path, model, tokenizer, steps)
+        progress.finish(name, {"final_loss": sum(losses[-50:]) / len(losses[-50:]), "curve": curve}, start)
+    return load_checkpoint(path, device, tokenizer, config)[0]
+
+
+def pretrain_stage(task, examples, validation, tokenizer, preset, device, seed, out, progress):
+    """The pretraining stage, what every real Text2Grad trunk has before SFT: the same GPT trained
+    for preset["pretrain_steps"] on documents of the task's correct text (data.document: on qa a
+    passage with a dozen questions and their answers, loss on every answer), saved as out/base.pt,
+    from which the SFT policy (and so the reward models) start. Without it this GPT never learns
+    qa's look-up (RESULTS.md, the look-up study). Returns base.pt's path, or None when the preset
+    has no pretraining."""
+    if not preset.get("pretrain_steps"):
+        return None
+    sft_stage(task, examples, validation, tokenizer, preset, device, seed, out, progress, name="base",
+              steps=preset["pretrain_steps"], document=lambda e, rng: document(task, e, rng))
+    return os.path.join(out, "base.pt")
+
+
+# ---------------------------------------------------------------------------------------------
+# Annotation and reward models
+
+def annotate_stage(task, policy, tokenizer, splits, samples_per_prompt, seed, out):
+    """Sample responses from the SFT policy at temperature 1 (the reward model must know the policy's
+    own mistakes, not only the demonstrations'), let the task's critic annotate them, save JSONL.
+    Returns {split: records}."""
+    generator = torch.Generator(next(policy.parameters()).device).manual_seed(seed)
+    records = {}
+    for split, k in (("train", samples_per_prompt), ("validation", 1), ("test", 1)):
+        examples = [e for e in splits[split] for _ in range(k)]
+        responses, _ = respond(policy, tokenizer, [e.prompt for e in examples], greedy=False,
+                               generator=generator, desc=f"annotate {split}")
+        records[split] = annotate(task, examples, responses)
+        path = os.path.join(out, f"annotations_{split}.jsonl")
+        atomic_save("".join(json.dumps(r) + "\n" for r in records[split]), path)
+    return records
+
+
+def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out, progress, names=tuple(REWARD_MODELS)):
+    """Train (or, when resuming, load) and evaluate the reward models `names` (of REWARD_MODELS) on
+    the annotated records ({split: records}) and their encodings ({split: items}), each starting from
+    a copy of `trunk` with a zero-initialised head. The span models are trained once per seed of
+    `seeds` (--seed, --seed+1, ...: the seed sets only the minibatch order, the same for cot and
+    no_cot, so a seed is a pair); the first seed's model, saved as reward_{name}.pt, is the one PPO
+    uses. The scalar model is trained once. Each is evaluated on test (reported) and on validation
+    (for comparing settings, e.g. --reward-start, without reading test).
+    Returns ({name: the first seed's metrics, with "seeds": {metric: [per seed]}}, {name: model})."""
+    results, models = {}, {}
+    for name in names:
+        kind, cot = REWARD_MODELS[name]
+        stages = {seed: f"reward/{name}" + ("" if seed == seeds[0] else f"/{seed}")
+                  for seed in (seeds if kind == "span" else seeds[:1])}
+        for seed, stage in stages.items():
+            if stage in progress:
+                continue
+            start = time.time()
+            model = RewardModel(copy.deepcopy(trunk), kind, cot).to(device)
+            losses = train_reward_model(model, tokenizer, encoded["train"], preset["reward_steps"], preset["batch_size"],
+                                        preset["reward_lr"], device, seed, desc=f"reward model ({name}, seed {seed})")
+            if seed == seeds[0]:
+                save_checkpoint(os.path.join(out, f"reward_{name}.pt"), model, tokenizer, preset["reward_steps"],
+                                kind=kind, cot=cot)
+            metrics, _, _ = evaluate_reward_model(model, tokenizer, records["test"], encoded["test"])
+            validation, _, _ = evaluate_reward_model(model, tokenizer, records["validation"], encoded["validation"])
+            metrics.update(final_loss=sum(losses[-20:]) / len(losses[-20:]), validation=validation)
+            progress.finish(stage, metrics, start)
+        models[name] = load_checkpoint(os.path.join(out, f"reward_{name}.pt"), device, tokenizer, trunk.config)[0]
+        runs = [progress[stage] for stage in stages.values()]
+        results[name] = {**runs[0], "time_s": sum(progress.time(stage) for stage in stages.values()),
+                         "seeds": {k: [run[k] for run in runs] for k in SEEDED_METRICS if k in runs[0]}}
+    return results, models
+
+
+# ---------------------------------------------------------------------------------------------
+# PPO: the same SFT policy improved with each reward, over several seeds
+
+def choice_score(curve, choose_by):
+    """What a lambda is chosen by, from its validation curve [(update, score, ...)]: the final score
+    ("final"), the mean over the curve's last quarter of points ("last_quarter": where the run ends
+    up, less noisy than one point), or the mean over all its points ("mean", which rewards getting
+    there sooner, and so a run that rises fast and then collapses)."""
+    if choose_by == "mean":
+        return sum(p[1] for p in curve) / len(curve)
+    if choose_by == "last_quarter":
+        tail = curve[-max(1, len(curve) // 4):]
+        return sum(p[1] for p in tail) / len(tail)
+    if choose_by == "final":
+        return curve[-1][1]
+    raise ValueError(f"unknown choose_by {choose_by!r}; use 'final', 'last_quarter' or 'mean'")
+
+
+def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, preset, seeds, compile, out, progress,
+              reward_items=None):
+    """Every method of METHODS from the SFT policy, each run a stage of its own for --resume:
+      1. GAE lambda: one run per lambda of preset["lambdas"] at the first seed; the method keeps the
+         lambda whose final validation score is highest (the first of equals, in grid order), or,
+         with preset["choose_by"] "mean", whose validation curve has the highest mean (sooner is better);
+      2. the other seeds at that lambda; the first seed's run at it is reused, not run again;
+      3. test: the chosen runs, and only those, are evaluated on the test split (with
+         preset["test_curve"], every curve point also holds the test score: read by the K sweep,
+         never by a choice).
+    --resume with more --seeds adds the new seeds' runs to a finished run.
+    Returns (methods, history, grid): methods[name] = {lambda, scores (test, per seed), curves (the
+    validation curve per seed), test (the first seed's metrics), explained_variance(_mc) and warmup
+    (per seed), time_s}, with "sft" (from sft_results) as the starting point; history["<name>/<seed>"]
+    the logged statistics per update; grid[name][lambda] the validation score each lambda's run was
+    chosen by. Means and intervals over the seeds are experiments/summary.py's."""
+    config, shaping, refresh = configs(preset["ppo"], max_new_tokens=MAX_NEW_TOKENS, compile=compile)
+    train = splits["train"]
+    prompts = [tokenizer.prompt(e.prompt) for e in train]
+    validation = splits["validation"]
+    device = next(policy.parameters()).device
+
+    watched = validation[:preset.get("overopt_prompts", 64)]
+
+    def validation_score(name, run_models):
+        """The curve's point for method `name`: validation, with preset["test_curve"] the test score
+        beside it (the K sweep reads its thresholds there; nothing is chosen by it), and last the
+        over-optimisation measurement on the first overopt_prompts validation prompts (overoptimisation),
+        whose proxy is the run's reward models as they are at that point."""
+        watch = overoptimisation(name, task, tokenizer, watched, run_models, policy, config, seed=1)
+
+        def point(gpt):
+            score = primary_score(task, gpt, tokenizer, validation)
+            test = (primary_score(task, gpt, tokenizer, splits["test"], "test"),) if preset.get("test_curve") else ()
+            return (score, *test, watch(gpt))
+        return point
+
+    def run_once(name, lam, seed):
+        """One PPO run; its policy waits in ppo_{name}_lambda{lam}_seed{seed}.pt for the test stage."""
+        stage, start = f"ppo/{name}/lambda{lam}/{seed}", time.time()
+        if stage in progress:
+            return
+        run_config = replace(config, lam=lam)
+        model = ppo.ActorCritic(copy.deepcopy(policy), run_config.detach_value)
+        reward, run_models = method_reward(name, task, tokenizer, train, reward_models, shaping, refresh, reward_items,
+                                           seed)
+        curve, logged, warmup = ppo.train(
+            model, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, run_config, seed=seed,
+            evaluate=validation_score(name, run_models),
+            eval_every=preset["eval_every"], desc=f"ppo {name} lambda {lam} seed {seed}")
+        save_checkpoint(os.path.join(out, f"ppo_{name}_lambda{lam}_seed{seed}.pt"), model.gpt, tokenizer, config.updates)
+        progress.finish(stage, {"curve": curve, "history": logged, "warmup": warmup}, start)
+
+    sft_test = sft_results["test"]
+    methods = {"sft": {"scores": [sft_test[task.PRIMARY]], "curves": [[[0, sft_results["validation"][task.PRIMARY]]]],
+                       "test": sft_test}}
+    history, grid = {}, {}
+    for name in METHODS:
+        for lam in preset["lambdas"]:
+            run_once(name, lam, seeds[0])
+        curves = [progress[f"ppo/{name}/lambda{lam}/{seeds[0]}"]["curve"] for lam in preset["lambdas"]]
+        scores = [choice_score(curve, preset.get("choose_by", "final")) for curve in curves]
+        grid[name] = dict(zip(preset["lambdas"], scores))
+        lam = max(preset["lambdas"], key=lambda candidate: grid[name][candidate])
+        for seed in seeds[1:]:
+            run_once(name, lam, seed)
+        for seed in seeds:
+            stage, start = f"test/{name}/{seed}", time.time()
+            if stage not in progress:
+                path = os.path.join(out, f"ppo_{name}_lambda{lam}_seed{seed}.pt")
+                gpt = load_checkpoint(path, device, tokenizer, policy.config)[0]
+                test, samples = evaluate(task, gpt, tokenizer, splits["test"])
+                if seed == seeds[0]:
+                    save_checkpoint(os.path.join(out, f"ppo_{name}.pt"), gpt, tokenizer, config.updates)
+                    atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(out, f"samples_{name}.jsonl"))
+                progress.finish(stage, test, start)
+        for leftover in glob.glob(os.path.join(out, f"ppo_{name}_lambda*_seed*.pt")):  # ppo_{name}.pt keeps seed 0's
+            os.remove(leftover)
+
+        runs = [progress[f"ppo/{name}/lambda{lam}/{seed}"] for seed in seeds]
+        history.update({f"{name}/{seed}": run["history"] for seed, run in zip(seeds, runs)})
+        tests = [progress[f"test/{name}/{seed}"] for seed in seeds]
+        scores = [test[task.PRIMARY] for test in tests]
+        time_s = sum(progress.time(f"ppo/{name}/lambda{lam}/{seed}") + progress.time(f"test/{name}/{seed}") for seed in seeds)
+        methods[name] = {"lambda": lam, "scores": scores, "curves": [run["curve"] for run in runs],
+                         "test": tests[0], "explained_variance": [run["history"][-1]["explained_variance"] for run in runs],
+                         "explained_variance_mc": [run["history"][-1]["explained_variance_mc"] for run in runs],
+                         "warmup": [run["warmup"] for run in runs], "time_s": time_s}
+        print(f"[{task.NAME}] {name:17s} lambda {lam:<4} test {task.PRIMARY}, mean over {len(seeds)} seed(s) "
+              f"{sum(scores) / len(scores):.3f} ({' '.join(f'{v:.3f}' for v in scores)}), {time_s:.0f}s")
+    return methods, history, grid
+
+
+# ---------------------------------------------------------------------------------------------
+
+def run(args):
+    """The experiment on one task. Each stage is recorded in progress.json when it finishes; with
+    --resume, finished stages are loaded from their files instead of run again (a stage that was
+    stopped runs again from its start, to the same numbers)."""
+    task = get_task(args.task)
+    praise = args.praise or PRAISE[task.NAME]
+    preset = {**PRESETS[args.preset], "ppo": {**PRESETS[args.preset]["ppo"], "praise": praise}}
+    device = pick_device(args.device)
+    given_annotations = checked(read_annotations, args.annotations) if args.annotations else None  # before any work
+    os.makedirs(args.out, exist_ok=True)
+    progress = Progress(args.out, {"task": task.NAME, "preset": args.preset, "seed": args.seed,
+                                   "annotations": args.annotations, "reward_start": args.reward_start,
+                                   "praise": praise},
+                        args.resume)
+    results = {"task": task.NAME, "preset": args.preset, "seed": args.seed, "device": device,
+               "reward_start": args.reward_start, "praise": praise}
+    path = lambda name: os.path.join(args.out, name)
+
+    splits, demonstrations = experiment_splits(task, preset, args.seed)
+    tokenizer = tokenizer_stage(task, splits["train"], preset["vocab_size"], args.out, progress)
+    results.update(progress["data"])
+    base = pretrain_stage(task, demonstrations, splits["validation"], tokenizer, preset, device, args.seed, args.out,
+                          progress)
+    if base:
+        results["pretraining"] = progress["base"]
+    model = sft_stage(task, demonstrations, splits["validation"], tokenizer, preset, device, args.seed, args.out,
+                      progress, start_from=base)
+    results["sft_training"] = progress["sft"]
+
+    start = time.time()
+    if "evaluate" not in progress:
+        validation, _ = evaluate(task, model, tokenizer, splits["validation"])
+        test, samples = evaluate(task, model, tokenizer, splits["test"])
+        atomic_save("".join(json.dumps(s) + "\n" for s in samples), path("samples.jsonl"))
+        progress.finish("evaluate", {"sft": {"validation": validation, "test": test}}, start)
+    results.update(progress["evaluate"])
+    test = results["sft"]["test"]
+    print(f"[{task.NAME}] SFT test {task.PRIMARY} {test[task.PRIMARY]:.3f} (demonstrations score "
+          f"{results['demonstration_score']:.3f}); critic blames {test['criticised']:.0%} of responses, "
+          f"{test['unaligned_rate']:.1%} of its spans unaligned; SFT {progress.time('sft'):.0f}s"
+          + (f" after pretraining {progress.time('base'):.0f}s" if base else ""))
+
+    start = time.time()
+    if given_annotations:
+        records = given_annotations
+    elif "annotate" not in progress:
+        records = annotate_stage(task, model, tokenizer, {**splits, "train": demonstrations[:preset["annotated"]]},
+                                 preset["samples_per_prompt"], args.seed, args.out)
+    else:
+        records = checked(read_annotations, args.out, check=None)
+    if "annotate" not in progress:
+        progress.finish("annotate", {}, start)
+
+    records, encoded, alignment = checked(encode_splits, tokenizer, records, model.config.block_size,
+                                          args.annotations or args.out, preset["batch_size"])
+    spans = sum(a["spans"] for a in alignment.values())
+    trunk = model
+    if args.reward_start == "references":  # a trunk that never saw the demonstrators' habits
+        references = [replace(e, demonstration=e.reference, flaws=[]) for e in demonstrations]
+        trunk = sft_stage(task, references, splits["validation"], tokenizer, preset, device, args.seed, args.out,
+                          progress, name="reference_trunk", start_from=base)
+        results["reference_trunk"] = progress["reference_trunk"]
+    reward_seeds = [args.seed + k for k in range(args.reward_seeds)]
+    results["reward_model"], reward_models = reward_stage(trunk, tokenizer, records, encoded, preset, device,
+                                                          reward_seeds, args.out, progress)
+    results["alignment"] = {"unaligned_rate": sum(a["unaligned"] for a in alignment.values()) / max(1, spans),
+                            **alignment}
+    for name in ("cot", "no_cot"):
+        seeded = results["reward_model"][name]["seeds"]
+        print(f"[{task.NAME}] reward model {name:6s}: test span F1 positive "
+              + " ".join(f"{v:.3f}" for v in seeded["positive_f1"]) + ", negative "
+              + " ".join(f"{v:.3f}" for v in seeded["negative_f1"]) + f" (reward-model seeds {reward_seeds})")
+
+    seeds = [args.seed + k for k in range(args.seeds)]
+    results["methods"], results["ppo_history"], results["lambda_grid"] = ppo_stage(
+        task, model, tokenizer, splits, reward_models, results["sft"], preset, seeds, args.compile, args.out, progress,
+        encoded["train"])
+
+    start = time.time()
+    if "showcase" not in progress:
+        saved = {name: read_jsonl(path(file)) for name, file in (("sft", "samples.jsonl"),
+                                                                 ("text2grad", "samples_text2grad.jsonl"))}
+        progress.finish("showcase", {"showcase": showcase(task, tokenizer, splits["test"], saved,
+                                                          reward_models["cot"])}, start)
+    results.update(progress["showcase"])
+    stages = {"data": ["data"], "pretrain": ["base"] if base else [], "sft": ["sft"], "evaluate": ["evaluate"],
+              "annotate": ["annotate"],
+              "reference_trunk": ["reference_trunk"] if "reference_trunk" in progress else [],
+              "reward_models": [f"reward/{name}" + ("" if seed == args.seed else f"/{seed}")
+                                for name, (kind, _) in REWARD_MODELS.items()
+                                for seed in (reward_seeds if kind == "span" else reward_seeds[:1])],
+              "ppo": [stage for stage in progress.done if stage.startswith(("ppo/", "test/"))],
+              "showcase": ["showcase"]}
+    results["wall_time_s"] = {key: sum(progress.time(s) for s in names) for key, names in stages.items()}
+    atomic_save(json.dumps(results, indent=2), path("results.json"))
+    print(f"[{task.NAME}] total {sum(results['wall_time_s'].values()):.0f}s -> {path('results.json')}")
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line
+
+def main(argv=None):
+    """python -m experiments.protocol [flags]: parse the flags, run each task, end bad input with one line."""
+    parser = argparse.ArgumentParser(prog="python -m experiments.protocol",
+                                     description="The full experiment: Text2Grad against scalar PPO, seeds, the lambda grid, resume.",
+                                     epilog="Then python -m experiments.report --out DIR prints the tables (95% intervals, "
+                                            "paired differences) and writes DIR/report.html. The studies of the method, "
+                                            "each a command: python -m experiments.sweep (K flaws per response), "
+                                            "experiments.credit_landing, experiments.value_heads, experiments.lookup, "
+                                            "experiments.critique_check, experiments.figures, experiments.bench.")
+    parser.add_argument("--task", default="summarize", choices=["summarize", "code", "qa", "all"],
+                        help="toy task to run (default: summarize)")
+    parser.add_argument("--preset", default="default", choices=sorted(PRESETS), help="run size")
+    parser.add_argument("--seeds", type=int, default=1, help="PPO runs per method at its chosen GAE lambda, seeds "
+                        "--seed, --seed+1, ... (default 1, to keep the default run short; RESULTS.md's experiment uses "
+                        "5; --resume with more seeds adds runs to a finished run)")
+    parser.add_argument("--out", default="runs", help="output directory (one sub-folder per task)")
+    parser.add_argument("--annotations", metavar="DIR", help="read annotations_{train,validation,test}.jsonl "
+                        "from DIR instead of sampling the SFT policy and running the critic")
+    parser.add_argument("--reward-start", default="sft", choices=["sft", "references"],
+                        help="the reward models' trunk: the SFT policy (default), or a policy trained the same way "
+                        "on the references, the demonstrations without their flaws")
+    parser.add_argument("--reward-seeds", type=int, default=1, help="train the span reward models (cot and no_cot) "
+                        "with this many seeds, to compare them beyond seed-to-seed variation; PPO uses the first "
+                        "(default 1)")
+    parser.add_argument("--praise", choices=["token", "span"], help="how PPO pays praise: +1 on every praised "
+                        "token (the paper) or +1 once per distinct praised phrase; default: the task's, chosen on "
+                        "validation (PRAISE)")
+    add_run_flags(parser)
+    args = check_run_flags(parser.parse_args(argv))
+    if args.reward_seeds < 1:
+        fail("--reward-seeds must be at least 1")
+    tasks = ["summarize", "code", "qa"] if args.task == "all" else [args.task]
+    folders = {name: os.path.join(args.annotations, name) if args.task == "all" else args.annotations
+               for name in tasks} if args.annotations else {}
+    for folder in folders.values():  # every task's annotation files, checked before any work
+        checked(read_annotations, folder)
+    for name in tasks:
+        try:
+            per_task = {"task": name, "out": os.path.join(args.out, name), "annotations": folders.get(name)}
+            run(argparse.Namespace(**{**vars(args), **per_task}))
+        except OSError as error:
+            fail(f"cannot write the output ({error.strerror or error}: {error.filename or args.out}); choose another --out")
+        except KeyboardInterrupt:
+            print("text2grad: interrupted; every file written is complete; run the same command with --resume to "
+                  "continue from the last finished stage", file=sys.stderr)
+            sys.exit(130)
+        except FloatingPointError as error:
+            fail(f"training diverged: {error}")
+    print(f"the tables with 95% intervals and paired differences, and report.html: "
+          f"python -m experiments.report --out {args.out}")
+
+
+if __name__ == "__main__":
+    main()

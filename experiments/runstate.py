@@ -1,0 +1,145 @@
+"""experiments/runstate.py: what a run of the lab needs to stop and resume, and how it stops on bad input.
+
+    fail(message)              one line on stderr and exit status 2, never a traceback
+    checked(function, ...)     function's result, or its ValueError's line through fail
+    pick_device(name)          "auto" or a device torch can use here
+    add_run_flags, check_run_flags   the flags the lab's training commands share (--seed, --device,
+                               --compile, --resume) and their checks
+    atomic_save(obj, path)     write a temporary file, then rename: a file on disk is always whole
+    Progress(out, identity, resume)   progress.json: the stages finished and what they measured, so
+                               that --resume skips them
+
+Resume is by stage: a stage writes its files, then is marked finished. Ctrl-C stops a run at once;
+every file written is whole (atomic_save), and --resume runs the stopped stage again from its start,
+which gives the same numbers as a run never stopped (every random draw is seeded). A trained model
+handed from one stage to the next is a checkpoint (experiments/checkpoint.py).
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+
+def fail(message):
+    """Bad input ends the run with one line on stderr and exit status 2, never a traceback."""
+    print(f"text2grad: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def checked(function, *args, **kwargs):
+    """function(*args, **kwargs); a ValueError it raises (one line naming the bad input) ends the run."""
+    try:
+        return function(*args, **kwargs)
+    except ValueError as error:
+        fail(str(error))
+
+
+def pick_device(name):
+    """The device to run on; a device torch cannot use ends the run before any work is done.
+
+    A CUDA device is checked by count, without touching it. On CUDA, float32 matmuls may use TF32
+    (a 10-bit mantissa, as the bf16 forward's are coarser still)."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        fail(f"--device {name} is not a device name; try cpu, cuda or cuda:N")
+    if device.type == "cuda":
+        if not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count():
+            fail(f"--device {name} is not available here ({torch.cuda.device_count()} CUDA devices); "
+                 "try --device cpu")
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        return name
+    try:
+        torch.zeros(1, device=device)
+    except (RuntimeError, ValueError, AssertionError) as error:
+        fail(f"--device {name} is not available here ({type(error).__name__}); try --device cpu")
+    return name
+
+
+# ---------------------------------------------------------------------------------------------
+# Files that survive interruption, and stopping without losing work
+
+def atomic_save(obj, path):
+    """Write to a temporary file, then rename: an interrupted save never leaves a half-written file.
+    Strings are written as UTF-8 text, anything else with torch.save."""
+    tmp = f"{path}.tmp"
+    if isinstance(obj, str):
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(obj)
+    else:
+        torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# The stages a run has finished
+
+class Progress:
+    """progress.json in the output folder: the stages already finished and what they measured, so
+    that --resume skips them. A stage writes its own files first, then is marked finished here
+    (atomically)."""
+
+    def __init__(self, out, identity, resume):
+        self.out, self.identity, self.done = out, identity, {}
+        self.path = os.path.join(out, "progress.json")
+        if resume and not os.path.exists(self.path):  # this task never finished a stage (--task all)
+            print(f"--resume: {out} has no finished stage; starting it from the beginning")
+            resume = False
+        if not resume:
+            return
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                saved = json.load(f)
+            old, self.done = saved["identity"], saved["done"]
+        except (ValueError, KeyError, TypeError):
+            fail(f"--resume: {self.path} is damaged; run without --resume to start again")
+        for key, value in identity.items():
+            if key not in old:
+                fail(f"--resume: {out} was made by an older version of text2grad (its progress.json has no "
+                     f"{key}); run without --resume, or use another --out")
+            if old.get(key) != value:
+                fail(f"--resume: {out} was started with {key} {old.get(key)!r}, not {value!r}; resume with "
+                     f"the same flags, or use another --out")
+
+    def __contains__(self, stage):
+        return stage in self.done
+
+    def __getitem__(self, stage):
+        return self.done[stage]["value"]
+
+    def time(self, stage):
+        return self.done[stage]["time_s"]
+
+    def finish(self, stage, value, start):
+        self.done[stage] = {"value": value, "time_s": time.time() - start}
+        atomic_save(json.dumps({"identity": self.identity, "done": self.done}), self.path)
+
+
+# ---------------------------------------------------------------------------------------------
+# The flags every training command shares
+
+def add_run_flags(parser):
+    """The flags the lab's training commands share (experiments.protocol and the K sweep)."""
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
+                        help="torch.compile the PPO loss path (default off: at this vocabulary it is a small "
+                             "share of a PPO step, and a first run should not need a C++ toolchain; experiments/bench.py "
+                             "measures what it buys)")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out: finished stages are "
+                        "loaded, a stopped stage runs again")
+
+
+def check_run_flags(args):
+    """One line and exit status 2 for flags no run can use."""
+    if args.seeds < 1:
+        fail("--seeds must be at least 1")
+    if args.resume and not os.path.isdir(args.out):
+        fail(f"--resume: {args.out} does not exist, so there is nothing to resume; run without --resume")
+    return args
