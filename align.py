@@ -10,39 +10,22 @@ align() chains the two and counts the phrases that could not be placed. (Reading
 with its fences and stray commas, into that shape is the converter's job: experiments/convert.py.)
 
 Rules, and why:
-- Phrases are matched in three tiers, first hit wins: exact, then case- and whitespace-insensitive,
-  then fuzzy (difflib ratio >= FUZZY_THRESHOLD over windows of whole words). Annotators quote loosely;
-  each tier is looser and less trustworthy than the one before.
-- A phrase that occurs several times resolves to the LEFTMOST occurrence that stands on word
-  boundaries ("24" is the standalone 24, not the start of an earlier "240"), or failing that the
-  leftmost occurrence of all. The annotation does not say which one was meant; a fixed rule at
-  least makes the labels reproducible.
-- Tokens are mapped through the tokenizer's character offsets, not by re-matching words, so the
-  authors' word -> token "skip rate" failure mode disappears. What is left is phrases that cannot be
-  found at all; align() counts them as "unaligned".
-- A token takes a span's value when any of its non-whitespace characters lies in the span, so a
-  byte-level BPE token " world" counts for a span starting at "w", but its leading space alone does not.
-- When good and poor spans overlap on a token, blame wins (the lowest value). Rewarding a token the
-  annotator also blamed would push its probability up for the very thing that was criticised.
-
-Left out, on purpose:
-- The authors give punctuation and special tokens delta = 0, and their PPO drops the tokens
-  ". , ? !" from the reward, GAE and loss altogether. We keep punctuation labelled and in the loss:
-  in code, ">=" or ":" is often exactly what a critic blames. Special tokens have empty offsets and
-  get 0 anyway. (DETAILS.md, "Where this project departs", lists every such difference.)
-- Graded severities, length weights and the code task's "+1 outside flagged spans" default belong
-  to the task files and guards.py, which can rescale delta after this step.
+- Three tiers, first hit wins: exact, case- and whitespace-insensitive, then fuzzy (difflib ratio >=
+  FUZZY_THRESHOLD over windows of whole words): annotators quote loosely.
+- A repeated phrase resolves to its leftmost occurrence on word boundaries ("24" is the standalone
+  24, not the start of an earlier "240"), else the leftmost of all: reproducible labels.
+- Tokens are mapped through the tokenizer's character offsets, not by re-matching words (no "skip
+  rate" as in the authors' code); phrases that cannot be found are counted ("unaligned").
+- A token takes a span's value when any of its non-whitespace characters lies in it; where good and
+  poor spans overlap, blame wins (praise there would push up the very thing criticised).
+- Punctuation is labelled like any token (in code, ">=" is often what a critic blames); the authors
+  give it delta = 0 and drop ". , ? !" from PPO's loss (DETAILS.md, "Where this project departs").
 """
-
 import difflib
 import re
 
 FUZZY_THRESHOLD = 0.8  # lowest difflib ratio for a fuzzy match; 0.8 tolerates a dropped comma or
                        # a changed word ending, but not a different phrase of similar length
-
-# ------------------------------------------------------------------------------------------------
-# Finding a phrase in the response
-
 
 def _fuzzy_span(text, phrase_words):
     """Best window of whole words by difflib ratio; None below FUZZY_THRESHOLD."""
@@ -83,10 +66,6 @@ def find_span(text, phrase):
         if match:
             return match.span()
     return _fuzzy_span(text, phrase_words)                               # tier 3: fuzzy
-
-
-# ------------------------------------------------------------------------------------------------
-# Character ranges -> token rewards
 
 
 def span_rewards(offsets, spans, text):

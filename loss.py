@@ -1,14 +1,10 @@
-"""loss.py: PPO's hot loss path, run eagerly or through torch.compile with identical math.
-
-The hot loss path (logits -> selected log-probs, entropy, ratio, clipped losses) is one function,
-`ppo_loss`, run eagerly or through torch.compile with identical math. It never builds a full
-log-softmax: log pi(y) = z_y - logsumexp(z), entropy = logsumexp(z) - sum softmax(z) * z, one exp per
-logit. The compiled version is built with dynamic shapes and takes every coefficient as a 0-d tensor,
-so new batch sizes, response lengths or clip values never trigger a recompile (tests/test_ppo.py
-counts the graphs). Sizes 0 and 1 are the exception: inductor specialises on them. It is off by
-default (--compile turns it on): at vocabulary 1024 the loss path is a small share of a step (on 2
-CPU cores a compiled update took 0.90x the eager one's time, after 6 s of compiling; experiments/bench.py), and
-inductor's CPU backend needs a working C++ compiler, which a first run should not depend on.
+"""loss.py: PPO's hot loss path (logits -> selected log-probs, entropy, ratio, clipped losses), eager
+or through torch.compile with identical math. It never builds a full log-softmax:
+log pi(y) = z_y - logsumexp(z), entropy = logsumexp(z) - sum softmax(z) * z, one exp per logit. The
+compiled version has dynamic shapes and takes every coefficient as a 0-d tensor, so new batch sizes,
+response lengths or clip values never recompile (tests/test_ppo.py counts the graphs). Off by
+default (--compile): at vocabulary 1024 the loss path is a small share of a step on a CPU, and
+inductor's CPU backend needs a C++ compiler (experiments/bench.py measures what it buys).
 """
 import torch
 
@@ -47,8 +43,7 @@ def ppo_loss(logits, values, targets, mask, old_logprobs, old_values, advantages
 
 def clipped_losses(logprobs, entropy, values, mask, old_logprobs, old_values, advantages, returns,
                    clip, value_clip, value_coef, entropy_coef):
-    """The objective from the selected log-probs and entropies, all (B, N):
-        rho_t  = exp(log pi(y_t) - log pi_old(y_t))
+    """The objective from the selected log-probs and entropies, all (B, N): rho_t = exp(log pi - log pi_old)
         L_pi   = mean_t max(-A_t rho_t, -A_t clip(rho_t, 1 - eps, 1 + eps))
         L_V    = 0.5 mean_t max((V_t - R_t)^2, (V_old_t + clip(V_t - V_old_t, -eps_v, eps_v) - R_t)^2)
         loss   = L_pi + c_v L_V - c_H mean_t H_t"""

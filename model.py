@@ -9,21 +9,15 @@ One addition to nanoGPT's block: a canon layer before each attention (Allen-Zhu,
 Language Models: Part 4.1", 2025), a causal convolution over the last few positions, channel by
 channel, added to the attention's input. It lets the token "Rome" in "Lena lives in Rome" carry
 "Lena" before any attention has learned to fetch it, so that a question about Lena can find Rome
-in one attention step. Without it, this GPT answers qa's look-ups at chance after any SFT or
-pretraining a CPU affords; with it and the pretraining stage, 0.91 (RESULTS.md, the look-up study,
-`python -m experiments.lookup`). A random start of its weights matters as much as the layer itself
-(std 0.5: from zero the plateau stays).
+in one attention step; without it this GPT answers qa's look-ups at chance (the look-up study:
+`python -m experiments.lookup`).
 
-Padding: a batch may be left-padded (generation, PPO) or right-padded (SFT). With an
-attention_mask, positions are counted over real tokens only and padded keys are never attended to,
-so a sequence gets the same numbers whatever its padding (tests/test_model.py checks this).
+Padding: with an attention_mask (left padding: generation, PPO), positions count real tokens only
+and padded keys are never attended to, so a sequence gets the same numbers whatever its padding.
+Precision: float32 weights; on CUDA the forward runs under bf16 autocast (model.bf16), LayerNorm,
+softmax and every loss in float32; on CPU everything is float32, so CPU runs are bit-exact.
 
-Precision: weights, gradients and the optimizer are float32. On CUDA the forward pass runs under
-bf16 autocast (matmuls and attention in bf16; LayerNorm, softmax and every loss in float32), unless
-model.bf16 is set to False; on CPU everything is float32, so CPU runs are bit-exact.
-
-Left out on purpose: dropout in use (RL needs none, and the toy data is plentiful), weight decay
-groups, flash-attention switches, any parallelism.
+Left out on purpose: dropout (RL needs none, and the toy data is plentiful), weight decay groups.
 """
 import math
 from dataclasses import dataclass
@@ -45,9 +39,8 @@ class GPTConfig:
 
 
 class KVCache:
-    """Keys and values of every layer for the tokens seen so far, so that each new token costs one
-    position of compute instead of re-running the whole sequence; and each canon layer's last
-    canon - 1 inputs, which its next position mixes in."""
+    """Keys and values of every layer for the tokens seen so far (a new token costs one position of
+    compute, not the whole sequence), and each canon layer's last canon - 1 inputs."""
 
     def __init__(self, config, batch_size, max_len, device, dtype=torch.float32):
         shape = (config.n_layer, batch_size, config.n_head, max_len, config.n_embd // config.n_head)
@@ -148,9 +141,6 @@ class GPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def num_params(self):
-        return sum(p.numel() for p in self.parameters())
-
     def forward(self, idx, attention_mask=None, cache=None):
         """idx (B, T) token ids; attention_mask (B, S) with 1 for real tokens over every position
         seen so far (S = cache.length + T), or None when nothing is padded; cache a KVCache or None.
@@ -159,8 +149,7 @@ class GPT(nn.Module):
         return hidden, self.lm_head(hidden)
 
     def lm_head(self, hidden):
-        """Logits from hidden states: the tied output embedding. (..., C) -> (..., V); bf16 under
-        autocast (the loss path casts them to float32 as it reads them)."""
+        """Logits from hidden states through the tied embedding: (..., C) -> (..., V), bf16 under autocast."""
         with self.autocast(hidden.device):
             return hidden @ self.wte.weight.T
 
@@ -169,8 +158,7 @@ class GPT(nn.Module):
         return torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.bf16 and device.type == "cuda")
 
     def hidden_states(self, idx, attention_mask=None, cache=None):
-        """forward() without the logits: (B, T, C), for callers that need the logits of a few
-        positions only (PPO reads the response's, not the prompt's)."""
+        """forward() without the logits (B, T, C): PPO needs the logits of the response's positions only."""
         B, T = idx.shape
         past = cache.length if cache is not None else 0
         if past + T > self.config.block_size:
@@ -217,22 +205,22 @@ def left_pad(sequences, pad_id, device=None):
     return ids.to(device), mask.to(device)
 
 
+ALL_DONE_EVERY = {"cpu": 1}  # tokens between "all done?" checks: free on a CPU; a GPU runs ahead 8 meanwhile
+
+
 @torch.no_grad()
 def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, greedy=False, generator=None,
-             check_every=None, with_logprobs=False):
+             with_logprobs=False):
     """Sample responses for a batch of prompts with a KV cache.
 
     prompts: list of B token-id lists (different lengths are left-padded).
-    Returns (tokens, logprobs, mask), each (B, N) with N <= max_new_tokens:
-      tokens   sampled ids; after a sequence's EOS, pad_id
-      logprobs log pi(token) at `temperature` (the distribution that was sampled; for greedy
-               decoding, the distribution at `temperature` too); None unless with_logprobs: PPO
-               recomputes them in one full pass (ppo.score_responses), and the tests compare the two
-      mask     1 for real response tokens, the EOS included; 0 after it
+    Returns (tokens, logprobs, mask), each (B, N) with N <= max_new_tokens: the sampled ids (pad_id
+    after a sequence's EOS); log pi(token) at `temperature`, or None unless with_logprobs (PPO
+    recomputes them in one full pass, and the tests compare the two); 1 for real response tokens,
+    the EOS included.
     The loop stops once every sequence has its EOS. Asking "all done?" waits for the device, so it
-    is asked every check_every tokens (default: every token on CPU, where it is free, every 8 on a
-    GPU, which runs ahead meanwhile); the columns past the longest response are then cut, so the
-    result is the same whatever check_every is.
+    is asked every ALL_DONE_EVERY[device type] tokens; the columns past the longest response are then
+    cut, so the result is the same however often it is asked.
     """
     device = next(model.parameters()).device
     idx, attention_mask = left_pad(prompts, pad_id, device)
@@ -243,7 +231,7 @@ def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, gr
     cache = KVCache(model.config, B, P + max_new_tokens, device, next(model.parameters()).dtype)
     logits = model(idx, attention_mask, cache)[1][:, -1]  # (B, V)
     done = torch.zeros(B, dtype=torch.bool, device=device)
-    check_every = check_every or (1 if device.type == "cpu" else 8)
+    check_every = ALL_DONE_EVERY.get(device.type, 8)
     tokens, logprobs, masks = [], [], []
     for step in range(max_new_tokens):
         if greedy:

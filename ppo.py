@@ -11,22 +11,17 @@ One PPO iteration on a batch of prompts:
 The "natural-language gradient" is nothing more than step 2: the critique decides *where* the
 reward lands, and the policy gradient sum_t A_t grad log pi(y_t | x, y_<t) carries it from there.
 
-The hot loss path (logits -> log-probs, entropy, the clipped losses), eager or compiled, is in
-loss.py. The value function V is a small MLP head on the policy's trunk, read *detached*, with its
-own learning rate and a warm-up on SFT samples before the first update (warm_up_value): with the
-authors' setting (through the trunk, weight 0.1, clip 0.2, the policy's learning rate) it barely
-moves here, and GAE with lambda 0.95 then smears a late clause's blame over the tokens before it
-(DETAILS.md, "The value head").
+The hot loss path is loss.py. The value function V is an MLP head reading the policy's trunk
+*detached*, with its own learning rate and a warm-up on SFT samples (warm_up_value): with the
+authors' setting (through the trunk, weight 0.1, clip 0.2) it barely moves here, and GAE with lambda
+0.95 then smears a late clause's blame over the tokens before it (DETAILS.md, "The value head").
 
 Simplifications, on purpose:
-  - The value head shares the policy's trunk (one forward pass, as in CleanRL), reading it detached.
   - The KL penalty is the sampled-token estimate KL_t = log pi(y_t) - log pi_ref(y_t) with a fixed
     beta (the authors: the full-distribution KL and an adaptive beta).
-  - Losses are token means over the minibatch: every response token counts once, which is the
-    natural unit when the reward itself is per token.
-  - One rollout batch per iteration, no replay; no reward whitening (it would erase the scale
-    difference between a +1 span and a -1 span); advantages are whitened, rewards are not.
-  - Sampling is plain temperature sampling (no top-k/top-p), so the log-probs are exact.
+  - Losses are token means over the minibatch: the natural unit when the reward is per token.
+  - No reward whitening (it would erase the scale difference between a +1 span and a -1 span);
+    advantages are whitened. Plain temperature sampling (no top-k/top-p): the log-probs are exact.
 """
 import math
 import random
@@ -66,7 +61,6 @@ class PPOConfig:
     compile: bool = False         # torch.compile the hot loss path (--compile)
 
 
-# ---------------------------------------------------------------------------------------------
 # Masked statistics: masks are float (B, N) tensors, 1 for real response tokens
 
 def masked_whiten(x, mask, eps=1e-8):
@@ -77,12 +71,10 @@ def masked_whiten(x, mask, eps=1e-8):
     return (x - mean) * torch.rsqrt(var + eps) * mask
 
 
-# ---------------------------------------------------------------------------------------------
 # Rewards and advantages
 
 def final_scores(values, mask):
-    """Standard RLHF: one score per response on its last real token (the EOS when one was sampled),
-    never on padding. values (B,) -> scores (B, N)."""
+    """Standard RLHF: values (B,) -> scores (B, N), each on its response's last real token (the EOS if sampled)."""
     scores = torch.zeros(mask.shape, device=mask.device)
     last = (mask.sum(1).long() - 1).clamp(min=0)  # (B,) index of the last real token
     scores[torch.arange(len(last)), last] = torch.as_tensor(values, dtype=torch.float, device=mask.device)
@@ -94,20 +86,8 @@ def ended_with_eos(tokens, mask, eos_id):
     return ((tokens == eos_id) & mask.bool()).any(1)
 
 
-@torch.no_grad()
-def response_logprobs(gpt, prompts, tokens, mask, pad_id, temperature=1.0):
-    """log pi(y_t | x, y_<t) (B, N) of given responses under gpt, one full forward pass; prompts: B
-    token-id lists, tokens and mask (B, N) as generate() returns them; 0 outside the mask."""
-    prompt_ids, prompt_mask = left_pad(prompts, pad_id, tokens.device)
-    ids, attention_mask = torch.cat([prompt_ids, tokens], 1), torch.cat([prompt_mask, mask.long()], 1)
-    start, N = prompt_ids.shape[1] - 1, tokens.shape[1]
-    logits = gpt.lm_head(gpt.hidden_states(ids, attention_mask)[:, start:start + N])
-    return token_logprobs(logits, tokens, temperature) * mask
-
-
 def explained_variance(values, returns, mask):
-    """1 - Var(R - V) / Var(R) over the real tokens: 1 for a value function that predicts every
-    return, 0 for one no better than the batch's mean return, negative for a worse one."""
+    """1 - Var(R - V) / Var(R) over the real tokens: 1 for a perfect value function, 0 for the mean return."""
     residual = returns - values
     var_residual = masked_mean((residual - masked_mean(residual, mask)) ** 2, mask)
     var_returns = masked_mean((returns - masked_mean(returns, mask)) ** 2, mask)
@@ -147,10 +127,9 @@ def reward_to_go(rewards, mask, gamma=1.0):
     return compute_advantages(rewards, torch.zeros_like(rewards), mask, gamma, 1.0)[1]
 
 
-# ---------------------------------------------------------------------------------------------
 # Policy with a value head
 
-class ActorCritic(nn.Module):
+class PolicyWithValue(nn.Module):
     """The policy GPT plus a value head reading the same hidden states: an MLP, C -> C -> 1, whose
     last layer starts at zero (V = 0 before any fitting). detach: the head's gradient stops at the
     hidden states, so fitting V never moves the policy."""
@@ -169,8 +148,7 @@ class ActorCritic(nn.Module):
 
     def forward(self, ids, attention_mask, start, N):
         """Logits (B, N, V) and values (B, N) at the N positions that predict the response tokens
-        ids[:, start+1 : start+1+N]; start is the last prompt position. The LM head runs on those
-        positions only, which also hands the loss path a contiguous logits tensor."""
+        ids[:, start+1 : start+1+N] (start: the last prompt position); the LM head runs there only."""
         hidden = self.gpt.hidden_states(ids, attention_mask)[:, start:start + N]  # (B, N, C)
         return self.gpt.lm_head(hidden), self.value(hidden)
 
@@ -186,11 +164,10 @@ class ActorCritic(nn.Module):
 
 
 def warm_up_value(model, optimizer, batch, scores, config):
-    """Fit V, and only V, to the reward-to-go of one scored batch sampled from the SFT policy, before
-    the first PPO update:  R_t = sum_{l >= t} gamma^(l-t) r_l  (the policy is the reference, so KL_t = 0
-    and r_t is the score plus the missing-EOS penalty), by config.value_warmup_steps full-batch steps of
-    0.5 mean_t (V_t - R_t)^2. The trunk's hidden states are computed once, without gradient: only the
-    head learns, whatever config.detach_value says. Returns the explained variance before and after."""
+    """Before the first update, fit V (only V: the trunk's hidden states are computed once, without
+    gradient) to the reward-to-go R_t = sum_{l >= t} gamma^(l-t) r_l of one scored SFT batch (KL_t = 0:
+    the policy is the reference), by config.value_warmup_steps full-batch steps of 0.5 mean_t (V_t - R_t)^2.
+    Returns the explained variance before and after."""
     mask = batch["mask"]
     rewards = token_rewards(scores, batch["logprobs"], batch["ref_logprobs"], mask, batch["ended"], 0.0, config)
     returns = reward_to_go(rewards, mask, config.gamma)
@@ -209,10 +186,8 @@ def warm_up_value(model, optimizer, batch, scores, config):
 
 @torch.no_grad()
 def score_responses(model, reference, prompts, tokens, mask, eos_id, pad_id, config):
-    """The rollout's bookkeeping for given responses: one full forward pass of the policy and of the
-    reference over <prompt, response>. prompts: B token-id lists; tokens, mask (B, N) as generate()
-    returns them (mask 1 up to and including the EOS).
-    Returns the batch dict PPO trains on."""
+    """The batch dict PPO trains on, from one full forward pass of the policy and of the reference over
+    <prompt, response>. prompts: B token-id lists; tokens, mask (B, N) as generate() returns them."""
     device = tokens.device
     prompt_ids, prompt_mask = left_pad(prompts, pad_id, device)
     ids = torch.cat([prompt_ids, tokens], 1)
@@ -300,13 +275,11 @@ def ppo_iteration(model, optimizer, batch, scores, config, generator=None):
 
 def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, evaluate=None, eval_every=10,
           desc="ppo"):
-    """config.updates PPO iterations on prompts drawn from `prompts` (token-id lists).
-    reward_fn(indices, tokens, mask) -> scores (B, N) for the prompts at those indices.
-    evaluate(gpt) -> a validation metric (or a tuple: metric, then anything else to keep), called
-    before the first update, every eval_every updates and after the last: the curve's points
-    (update, metric, ...). Before the first update the value head is fitted to one SFT batch
-    (warm_up_value; its batch is drawn like an update's). Returns (curve, history [the logged dict of
-    each update], warmup {explained variance before and after the warm-up})."""
+    """config.updates PPO iterations on prompts drawn from `prompts` (token-id lists), after the value
+    warm-up (its batch drawn like an update's). reward_fn(indices, tokens, mask) -> scores (B, N).
+    evaluate(gpt) -> a validation metric (or a tuple: metric, then more to keep), before the first
+    update, every eval_every updates and after the last: the curve's points (update, metric, ...).
+    Returns (curve, history [each update's logged dict], warmup {explained variance before, after})."""
     rng = random.Random(seed)
     generator = torch.Generator(next(model.parameters()).device).manual_seed(seed)
     cpu_generator = torch.Generator().manual_seed(seed)

@@ -14,27 +14,21 @@ before it. We therefore lay the sequence out as
     no-cot:  <|bos|> x <|response|> y <|span|> y
 
 and put the span head on the *second* copy of y: each of its tokens has read the prompt, the whole
-response and (under cot) the whole critique. The cost is one more copy of y (about a quarter of the
-sequence); the gain is one plain causal GPT, no extra attention module. The no-critique ablation
-("w/o CoT" in the paper) keeps the same second copy and drops only the critique, so that the critique
-is the one thing the two models differ in (a head on the first copy would also lose the right-hand
-context of every token). The critique ends with <|span|>, so at inference the model writes c greedily
-until it emits <|span|>, then the copy of y is appended.
+response and (under cot) the whole critique, at the cost of one more copy of y, with one plain causal
+GPT. The no-critique ablation ("w/o CoT" in the paper) drops only the critique. At inference the
+model writes c greedily until it emits <|span|>, then the copy of y is appended.
 
 Loss = critique NLL (mean over critique tokens and the closing <|span|>) + span cross-entropy (mean
-over response tokens). Neutral tokens dominate, so the span classes are weighted by the square root
-of their inverse frequency in the training labels: rare labels count more, without the noise that
-full inverse-frequency weights bring when a class is very rare.
+over response tokens), the span classes weighted by the square root of their inverse frequency
+(neutral tokens dominate).
 
 The scalar variant, for the PPO baseline, reads one score from the hidden state of the EOS after
 <|bos|> x <|response|> y <|eos|>. It is trained by squared error on the sum of the same per-token
 labels (sum_t delta_t): the same annotations, squeezed into one number, so both PPO variants get the
 same information budget and differ only in where it lands.
 
-The annotated records (data/annotations.py reads them) are encoded here: prompt, response and
-critique as token ids, and one delta per response token from align.py.
+Refresh trains a reward model on as PPO runs: on the policy's own samples, annotated by the critic.
 """
-import os
 from dataclasses import dataclass
 
 import torch
@@ -49,10 +43,8 @@ from sft import fit, response_ids
 
 IGNORE = -100          # target value the losses skip
 MAX_CRITIQUE_TOKENS = 96
-MAX_SKIPPED = 0.1      # the share of a split's records that may be skipped (a span not in the response)
 
 
-# ---------------------------------------------------------------------------------------------
 # Annotated records -> the reward model's items
 
 def encode_record(tokenizer, record):
@@ -67,10 +59,9 @@ def encode_record(tokenizer, record):
 
 
 def fit_to_block(tokenizer, item, block_size, where):
-    """The one rule that fits an item to the reward model's block, for every path that builds one
-    (encode_records, encode_sample): the cot layout is the longest, so when it overflows the block
-    the critique is cut at the end by the overflow. A prompt and response that alone overflow raise
-    ValueError naming `where`. Changes item in place; True when the critique was cut."""
+    """The one rule fitting an item to the reward model's block, for every path that builds one: when
+    the cot layout (the longest) overflows, the critique is cut at the end by the overflow; a prompt
+    and response that alone overflow raise ValueError naming `where`. In place; True if cut."""
     overflow = len(layout(tokenizer, item, "span", cot=True)[0]) - block_size
     if overflow > len(item["critique"]):
         raise ValueError(f"{where}: prompt and response take {overflow - len(item['critique']) + block_size} tokens "
@@ -82,12 +73,9 @@ def fit_to_block(tokenizer, item, block_size, where):
 
 
 def encode_records(tokenizer, records, block_size):
-    """(records kept, their encoded items (reward.encode_record), statistics). A record whose
-    critique quotes a span that is not in its response is skipped and counted (the run stops if
-    they pass MAX_SKIPPED of a split, see check_skipped). A critique too long for the block (cot
-    layout) is cut at the end: dropping the record instead would drop the long, rambling responses,
-    which are the ones most worth criticising (fit_to_block). A prompt and response that alone
-    overflow the block raise ValueError naming the record."""
+    """(records kept, their items (encode_record), statistics). A record quoting a span that is not in
+    its response is skipped and counted. A critique too long for the block is cut (fit_to_block):
+    dropping the record would drop the rambling responses, the ones most worth criticising."""
     kept, items, truncated = [], [], 0
     totals = {"spans": 0, "unaligned": 0, "labelled_tokens": 0, "tokens": 0}
     for i, record in enumerate(records):
@@ -106,34 +94,6 @@ def encode_records(tokenizer, records, block_size):
                          "skipped": len(records) - len(kept)}
 
 
-def check_skipped(stats, where):
-    """Report skipped records; ValueError when they pass MAX_SKIPPED of the split."""
-    if stats["skipped"]:
-        share = stats["skipped"] / max(1, stats["records"])
-        message = (f"{where}: {stats['skipped']} of {stats['records']} records ({share:.1%}) quote a span that is "
-                   f"not in their response")
-        if share > MAX_SKIPPED:
-            raise ValueError(f"{message}, more than the {MAX_SKIPPED:.0%} allowed; check that the spans are copied "
-                             f"verbatim from the responses")
-        print(f"{message}; skipped")
-
-
-def encode_splits(tokenizer, records, block_size, folder, batch_size):
-    """encode_records and check_skipped for every split of {split: records} read from folder; a
-    split left with fewer usable records than a batch (train) or one (validation, test) raises
-    ValueError. Returns ({split: records kept}, {split: items}, {split: alignment statistics})."""
-    kept, items, alignment = {}, {}, {}
-    for split in records:
-        kept[split], items[split], alignment[split] = encode_records(tokenizer, records[split], block_size)
-        where = os.path.join(folder, f"annotations_{split}.jsonl")
-        check_skipped(alignment[split], where)
-        needed = batch_size if split == "train" else 1
-        if len(items[split]) < needed:
-            raise ValueError(f"{where}: {len(items[split])} usable records, fewer than the {needed} this preset needs")
-    return kept, items, alignment
-
-
-# ---------------------------------------------------------------------------------------------
 # Sequence layout
 
 def layout(tokenizer, item, kind, cot):
@@ -157,8 +117,8 @@ def layout(tokenizer, item, kind, cot):
 
 
 def collate(tokenizer, items, kind, cot, device):
-    """Right-padded batch: ids (B, T), critique_targets (B, T), span_labels (B, T), score_position (B,).
-    Right padding needs no attention mask: causal attention keeps pads out of every real position."""
+    """Right-padded batch (no attention mask needed: causal attention keeps pads out of real positions):
+    ids, critique_targets, span_labels (B, T), score_position (B,)."""
     rows = [layout(tokenizer, item, kind, cot) for item in items]
     T = max(len(r[0]) for r in rows)
     ids = torch.full((len(rows), T), tokenizer.pad_id, dtype=torch.long)
@@ -172,7 +132,6 @@ def collate(tokenizer, items, kind, cot, device):
     return ids.to(device), critique_targets.to(device), span_labels.to(device), score_position.to(device)
 
 
-# ---------------------------------------------------------------------------------------------
 # The model
 
 class RewardModel(nn.Module):
@@ -252,16 +211,21 @@ class RewardModel(nn.Module):
         return (out_critiques if self.cot else [""] * len(out)), out
 
 
-def train_reward_model(model, tokenizer, items, steps, batch_size, lr, device, seed, desc="reward model"):
-    """sft.fit (no warm-up: the trunk starts from the SFT weights) on encoded records (encode_record).
-    The span classes are weighted from the training labels first. Returns the loss per step."""
-    if model.kind == "span":
+def train_reward_model(model, tokenizer, items, steps, batch_size, lr, device, seed, desc="reward model", fresh=None):
+    """sft.fit (no warm-up: the trunk starts from the SFT weights) on encoded records (encode_record);
+    the span classes weighted from the training labels first. With fresh (the refresh: the policy's
+    own samples, annotated by the critic), more training of a trained model: batches half fresh,
+    half `items`, so it learns what it never saw without forgetting what it knew, and the class
+    weights stay. Returns the loss per step."""
+    if model.kind == "span" and fresh is None:
         counts = torch.bincount(torch.tensor([d + 1 for item in items for d in item["delta"]]), minlength=3).float()
         model.class_weights.copy_((counts.sum() / (3 * counts.clamp(min=1))).sqrt())
 
-
     def batch_loss(step, rng):
-        batch = rng.sample(items, batch_size)
+        if fresh is None:
+            batch = rng.sample(items, batch_size)
+        else:
+            batch = [rng.choice(fresh) for _ in range(batch_size // 2)] + rng.sample(items, batch_size - batch_size // 2)
         ids, critique_targets, span_labels, score_position = collate(tokenizer, batch, model.kind, model.cot, device)
         scores = torch.tensor([float(sum(item["delta"])) for item in batch], device=device)
         return model.loss(ids, critique_targets, span_labels, score_position, scores)
@@ -270,33 +234,15 @@ def train_reward_model(model, tokenizer, items, steps, batch_size, lr, device, s
 
 
 def encode_sample(tokenizer, prompt, response_ids, annotation, block_size):
-    """encode_record's item for a response given as the token ids a policy sampled (which need not be
-    the tokenizer's own encoding of its text), annotated by the critic: the labels land on those ids.
-    The critique is cut to MAX_CRITIQUE_TOKENS, the most predict() writes, then fitted to the block as
-    every item is (fit_to_block): a policy that rambles to the length limit gets long critiques, and
-    those are the samples a refresh is for."""
+    """encode_record's item for the token ids a policy sampled (not always the tokenizer's encoding of
+    their text), annotated by the critic: the labels land on those ids. The critique is cut to
+    MAX_CRITIQUE_TOKENS (the most predict() writes), then fitted to the block (fit_to_block)."""
     delta, _ = align(tokenizer.decode(response_ids), tokenizer.offsets(response_ids), annotation)
     item = {"prompt": tokenizer.encode(prompt), "response": list(response_ids),
             "critique": tokenizer.encode(annotation["textual_feedback"])[:MAX_CRITIQUE_TOKENS],
             "delta": [int(d) for d in delta]}
     fit_to_block(tokenizer, item, block_size, f"a sampled response to {prompt[:40]!r}")
     return item
-
-
-def continue_training(model, tokenizer, fresh, original, steps, batch_size, lr, device, seed, desc="refresh"):
-    """More training of a trained reward model (the refresh, Refresh): `steps` steps whose
-    batches are half fresh items (the policy's own samples, annotated by the critic), half the
-    original training items, so it learns what it never saw without forgetting what it knew. The
-    class weights stay those of the first training. Returns the loss per step."""
-    half = batch_size // 2
-
-    def batch_loss(step, rng):
-        batch = [rng.choice(fresh) for _ in range(half)] + rng.sample(original, batch_size - half)
-        ids, critique_targets, span_labels, score_position = collate(tokenizer, batch, model.kind, model.cot, device)
-        scores = torch.tensor([float(sum(item["delta"])) for item in batch], device=device)
-        return model.loss(ids, critique_targets, span_labels, score_position, scores)
-
-    return fit(model, batch_loss, steps, lr, desc=desc, seed=seed)[0]
 
 
 @dataclass
@@ -308,17 +254,12 @@ class RefreshConfig:
 
 
 class Refresh:
-    """A learned reward model refreshed on the policy's own samples, online training (iterated RLHF;
-    PRIME updates its reward model online): a reward model scores out of distribution what it never
-    saw. Called like a reward f(indices, tokens, mask): it scores the rollout with the reward model
-    as it is, and at every config.every-th rollout it scores (the value warm-up's counts) the critic
-    annotates the first config.samples of its responses, and the model continues training on all
-    the fresh annotations so far (continue_training). The span and the scalar reward model alike:
-    the same annotations feed whichever the method reads.
-    Annotation budget per run: samples x ((updates + 1) // every).
-    score: the method's f(indices, tokens, mask) reading `model` (text2grad.reward_function); model is
-    changed in place: give each run its own copy (text2grad.method_reward does). items: the model's
-    original training items, which every refresh keeps mixing in."""
+    """A learned reward model trained online on the policy's own samples (iterated RLHF): it scores out
+    of distribution what it never saw. Called like a reward f(indices, tokens, mask): it scores the
+    rollout with the model as it is; at every config.every-th rollout it scores (the value warm-up's
+    counts) the critic annotates the first config.samples responses and the model trains on all the
+    fresh annotations so far, mixed with `items`, its original training items. score: the method's
+    reward reading `model` (text2grad.reward_function); model changes in place: give each run a copy."""
 
     def __init__(self, score, model, task, tokenizer, examples, items, config, seed=0):
         self.model, self.score = model, score
@@ -334,31 +275,16 @@ class Refresh:
                 annotation = self.task.critique(self.examples[i], self.tokenizer.decode(ids))
                 self.fresh.append(encode_sample(self.tokenizer, self.examples[i].prompt, ids, annotation,
                                                 self.model.gpt.config.block_size))
-            continue_training(self.model, self.tokenizer, self.fresh, self.items, self.config.steps, n,
-                              self.config.lr, next(self.model.parameters()).device,
-                              self.seed * 1000 + self.calls, desc=f"refresh {self.model.kind} reward model")
+            train_reward_model(self.model, self.tokenizer, self.items, self.config.steps, n, self.config.lr,
+                               next(self.model.parameters()).device, self.seed * 1000 + self.calls,
+                               desc=f"refresh {self.model.kind} reward model", fresh=self.fresh)
         return scores
 
 
-# ---------------------------------------------------------------------------------------------
 # Evaluation
 
-def _runs(delta):
-    """Maximal runs of equal non-zero labels: {(start, end, label)}."""
-    runs, start = set(), None
-    for t, d in enumerate(list(delta) + [0]):
-        if start is not None and d != delta[start]:
-            runs.add((start, t, delta[start]))
-            start = None
-        if start is None and d != 0 and t < len(delta):
-            start = t
-    return runs
-
-
 def span_metrics(predicted, gold):
-    """Token-level precision / recall / F1 of the positive and the negative label, the 3 x 3
-    confusion matrix of token labels, and the share of gold spans (maximal runs of one label)
-    predicted with exactly the same boundaries."""
+    """Token-level precision, recall and F1 of the positive and the negative label."""
     result = {}
     for name, label in (("positive", 1), ("negative", -1)):
         tp = sum(p == label and g == label for ps, gs in zip(predicted, gold) for p, g in zip(ps, gs))
@@ -367,12 +293,6 @@ def span_metrics(predicted, gold):
         precision, recall = tp / max(1, n_pred), tp / max(1, n_gold)
         result[f"{name}_precision"], result[f"{name}_recall"] = precision, recall
         result[f"{name}_f1"] = 2 * precision * recall / max(1e-12, precision + recall)
-    # confusion[g + 1][p + 1]: tokens with gold label g predicted as p (rows negative, neutral, positive)
-    result["confusion"] = [[sum(g == row and p == col for ps, gs in zip(predicted, gold) for p, g in zip(ps, gs))
-                            for col in (-1, 0, 1)] for row in (-1, 0, 1)]
-    gold_runs = [_runs(g) for g in gold]
-    hits = sum(len(_runs(p) & g) for p, g in zip(predicted, gold_runs))
-    result["exact_span_match"] = hits / max(1, sum(len(g) for g in gold_runs))
     return result
 
 

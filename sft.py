@@ -1,20 +1,13 @@
-"""The SFT policy: next-token training on the demonstrations, then greedy (or sampled) responses.
+"""Pretraining and SFT: next-token training on answers, then greedy (or sampled) responses.
 
-The first trained component of the data flow (text2grad.py runs it):
+    SFT:          <|bos|> prompt <|response|> demonstration <|eos|>
+    pretraining:  <|bos|> passage Question: q1 <|response|> a1 <|eos|> Question: q2 <|response|> a2 <|eos|> ...
 
-    <|bos|> prompt <|response|> demonstration <|eos|>   -> cross-entropy on the response tokens only
-
-Before it, the pretraining stage (text2grad.pretrain_stage) trains the same way on documents of the
-task's correct text, the way a base model reads text before it is fine-tuned: on qa, a passage and
-many questions about it, each followed by its answer,
-
-    <|bos|> passage Question: q1 <|response|> a1 <|eos|> Question: q2 <|response|> a2 <|eos|> ...
-
-with the loss on every answer (data.document). One sequence then teaches a dozen look-ups instead of
-one, and the SFT policy starts from a trunk that has them.
-
-evaluate() scores the policy's greedy responses with the task's metric (which no model touches) and
-asks the task's critic about them, so that the SFT tables and the PPO tables read the same way.
+The loss falls on the answer tokens only (and their EOS). Pretraining reads documents of the task's
+correct text (data.document), as a base model reads text before it is fine-tuned: on qa one
+sequence teaches a dozen look-ups instead of one. SFT then learns the flawed demonstrations, so
+that RL has something to fix. evaluate() scores greedy responses with the task's metric (which no
+model touches) and asks the task's critic about them.
 """
 import math
 import random
@@ -23,13 +16,11 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from align import align
 from model import generate
 
 MAX_NEW_TOKENS = 64  # longest response the policy may write; demonstrations fit well inside
 
 
-# ---------------------------------------------------------------------------------------------
 # SFT: next-token cross-entropy on the demonstrations, response tokens only
 
 def fit(model, batch_loss, steps, lr, warmup=0, desc="train", seed=0, evaluate=None, eval_every=0):
@@ -68,12 +59,9 @@ def fit(model, batch_loss, steps, lr, warmup=0, desc="train", seed=0, evaluate=N
 
 def document_batch(tokenizer, documents, device, max_len=None):
     """Documents, each a list of turns (text, answer), as right-padded rows
-
-        <|bos|> text_1 <|response|> answer_1 <|eos|> text_2 <|response|> answer_2 <|eos|> ...
-
-    A row keeps the turns that fit in max_len tokens (at least the first). Returns inputs (B, T),
-    targets (B, T) and loss_mask (B, T): 1 where the target is an answer token or an EOS. The texts
-    are context only; the model is never trained to write them."""
+    <|bos|> text_1 <|response|> answer_1 <|eos|> text_2 <|response|> answer_2 <|eos|> ..., each
+    keeping the turns that fit in max_len tokens (at least the first). Returns inputs, targets and
+    loss_mask (B, T): 1 where the target is an answer token or an EOS; the texts are context only."""
     rows = []
     for turns in documents:
         row, answer_at = [tokenizer.bos_id], []
@@ -100,12 +88,10 @@ def document_batch(tokenizer, documents, device, max_len=None):
 
 def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed, evaluate=None, eval_every=0,
               document=None, desc="sft"):
-    """Next-token cross-entropy on the demonstrations (model.fit, 5% warm-up). Each batch is drawn at
-    random from the whole pool, so from a pool of about steps * batch_size demonstrations each is
-    seen once on average (and none often enough to be memorised). document(example, rng) -> turns:
-    what is read of each drawn example instead of its demonstration (the pretraining stage's
-    documents; data.document). Returns (the loss per step, the curve of evaluate(model) every
-    eval_every steps): see fit."""
+    """Next-token cross-entropy on the demonstrations (fit, 5% warm-up), each batch drawn at random
+    from the whole pool (with about steps * batch_size of them, each is seen about once). document(
+    example, rng) -> turns: what is read of an example instead (pretraining's documents, data.document).
+    Returns (the loss per step, the curve of evaluate(model) every eval_every steps): see fit."""
     document = document or (lambda e, rng: [(e.prompt, e.demonstration)])
 
     def batch_loss(step, rng):
@@ -120,7 +106,6 @@ def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed, e
                evaluate=evaluate, eval_every=eval_every)
 
 
-# ---------------------------------------------------------------------------------------------
 # Evaluation: greedy responses scored by the task metric and read by the critic
 
 def response_ids(tokenizer, tokens, mask):
@@ -130,11 +115,9 @@ def response_ids(tokenizer, tokens, mask):
 
 
 def respond(model, tokenizer, prompts, greedy=True, temperature=1.0, batch_size=100, generator=None, desc="generate"):
-    """Responses to prompt strings: (texts, token ids), each up to, not including, the EOS.
-    desc: the progress bar's label; None for no bar (inside another loop's bar)."""
+    """Responses to prompt strings: (texts, token ids), up to the EOS; desc None: no progress bar."""
     texts, ids = [], []
-    for i in tqdm(range(0, len(prompts), batch_size), desc=desc, leave=False,
-                  disable=desc is None):
+    for i in tqdm(range(0, len(prompts), batch_size), desc=desc, leave=False, disable=desc is None):
         chunk = [tokenizer.prompt(p) for p in prompts[i:i + batch_size]]
         tokens, _, mask = generate(model, chunk, MAX_NEW_TOKENS, tokenizer.eos_id, tokenizer.pad_id,
                                    temperature=temperature, greedy=greedy, generator=generator)
@@ -159,32 +142,15 @@ def primary_score(task, model, tokenizer, examples, desc="validate"):
 
 
 def evaluate(task, model, tokenizer, examples):
-    """Mean task metrics of greedy responses, what the critic says of them, and how well its spans
-    align to the tokens the policy wrote. Returns (summary, samples), one sample dict per example.
-    "criticised" is the share of responses with at least one poor span, "blamed_share" the share of
-    response tokens inside one; "length" and "reference_length" are tokens per response (EOS not
-    counted), the policy's and the references'."""
+    """Greedy responses to examples, the task's metrics of them (means) and what the critic says:
+    "criticised" is the share of responses it blames somewhere. Returns (summary, samples, ids): one
+    sample dict per example (prompt, response, reference and the critic's annotation), and the
+    responses' token ids."""
     responses, ids = respond(model, tokenizer, [e.prompt for e in examples], desc="evaluate")
     scores = [task.metrics(e, r) for e, r in zip(examples, responses)]
     annotations = [task.critique(e, r) for e, r in zip(examples, responses)]
     summary = {k: sum(s[k] for s in scores) / len(scores) for k in scores[0]}
     summary["criticised"] = sum(bool(a["poor_spans"]) for a in annotations) / len(annotations)
-    aligned = [align(r, tokenizer.offsets(i), a) for r, i, a in zip(responses, ids, annotations)]
-    stats = [s for _, s in aligned]
-    summary["blamed_share"] = sum(sum(d < 0 for d in delta) for delta, _ in aligned) / max(1, sum(map(len, ids)))
-    summary["length"] = sum(map(len, ids)) / len(ids)
-    summary["reference_length"] = sum(len(tokenizer.encode(e.reference)) for e in examples) / len(examples)
-    total = {k: sum(s[k] for s in stats) for k in stats[0]}
-    summary["unaligned_rate"] = total["unaligned"] / max(1, total["spans"])
-    summary["labelled_token_share"] = total["labelled_tokens"] / max(1, total["tokens"])
     samples = [{"prompt": e.prompt, "response": r, "reference": e.reference, **a}
                for e, r, a in zip(examples, responses, annotations)]
-    return summary, samples
-
-
-def flaw_rates(examples):
-    """Measured share of demonstrations carrying each flaw kind, and of any flaw."""
-    kinds = sorted({f for e in examples for f in e.flaws})
-    rates = {k: sum(k in e.flaws for e in examples) / len(examples) for k in kinds}
-    rates["any"] = sum(bool(e.flaws) for e in examples) / len(examples)
-    return rates
+    return summary, samples, ids

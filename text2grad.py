@@ -7,12 +7,9 @@
     -> reward models -> PPO with each method's reward (the 2 x 2 below) -> test -> one table
 
 The one idea is reward_function: the same critique lands either on the tokens its spans name
-(Text2Grad) or, summed, on the last token (scalar RLHF), judged either by a learned reward model or
-by the critic itself. Everything else is shared, so the table's rows differ only in that.
-
-What this script leaves to the lab (experiments/): seeds and intervals, the choice of GAE lambda
-on validation (its choices are LAMBDAS below), the no-critique ablation, resuming a stopped run,
-the report and figures: `python -m experiments.protocol` runs the full experiment.
+(Text2Grad) or, summed, on the last token (scalar RLHF), judged by a learned reward model or by the
+critic itself; everything else is shared. Left to the lab (`python -m experiments.protocol`): seeds
+and intervals, choosing GAE lambda on validation (LAMBDAS below), the no-critique ablation, resume.
 """
 import argparse
 import copy
@@ -25,7 +22,7 @@ import torch
 import guards
 import ppo
 from align import align
-from data import document, get_task, make_splits
+from data import document, experiment_splits, get_task
 from data.annotations import annotate
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig
@@ -34,15 +31,15 @@ from sft import MAX_NEW_TOKENS, evaluate, primary_score, respond, response_ids, 
 
 
 @dataclass
-class Config:
+class Config:  # a first look's sizes, a few minutes on 2 CPU cores; the lab's experiment is larger
     task: str = "summarize"       # the toy task: summarize, code or qa (data/)
     seed: int = 0                 # every random draw: data, weights, batches, samples
     device: str = "auto"          # auto (cuda if there is one), cpu, cuda, cuda:1, ...
     # data: the tasks are generated, so the SFT pool is fresh text (each example drawn about once)
     train: int = 4000             # PPO's training prompts (the tokenizer reads the pool's text)
-    annotated: int = 4000         # training prompts whose sampled responses the critic annotates
-    demonstrations: int = 38400   # the pretraining and SFT pool
-    validation: int = 200         # validation prompts (the PPO curves)
+    annotated: int = 1000         # training prompts whose sampled responses the critic annotates
+    demonstrations: int = 16000   # the pretraining and SFT pool
+    validation: int = 100         # validation prompts (the PPO curves)
     test: int = 200               # test prompts (the table)
     vocab_size: int = 1024        # byte-level BPE vocabulary, special tokens included
     # the GPT (policy, reference and reward-model trunk alike)
@@ -51,29 +48,27 @@ class Config:
     n_embd: int = 128
     block_size: int = 256         # longest sequence the positions cover
     # pretraining and SFT (sft.fit: Adam, warm-up, cosine decay)
-    pretrain_steps: int = 800     # steps on documents of the task's correct text (data.document)
-    sft_steps: int = 1200         # steps on the flawed demonstrations
+    pretrain_steps: int = 300     # steps on documents of the task's correct text (data.document)
+    sft_steps: int = 500          # steps on the flawed demonstrations
     batch_size: int = 32          # sequences per step (pretraining, SFT and the reward models)
     lr: float = 2e-3              # peak learning rate of pretraining and SFT
     # annotation and the reward models
-    samples_per_prompt: int = 2   # responses sampled per annotated prompt (temperature 1)
-    reward_steps: int = 400       # steps per reward model
+    samples_per_prompt: int = 1   # responses sampled per annotated prompt (temperature 1)
+    reward_steps: int = 150       # steps per reward model
     reward_lr: float = 2e-3       # their learning rate
     # PPO: the same for every method (ppo.PPOConfig holds the rest)
     updates: int = 12             # PPO iterations
     ppo_batch_size: int = 64      # prompts per rollout
     minibatch_size: int = 32      # sequences per gradient step
     ppo_lr: float = 5e-5          # the policy's Adam learning rate
-    eval_every: int = 3           # updates between points of the validation curve
+    eval_every: int = 4           # updates between points of the validation curve
     compile: bool = False         # torch.compile the hot loss path (loss.py)
 
 
-# How PPO pays praise (guards.Guards.praise), chosen per task on validation (RESULTS.md): "span" a
-# praised phrase +1 once, "token" every praised token +1 (the paper). Summarize's critic states an
-# omission only in prose, so per phrase made dropping a praised clause cheap there.
-PRAISE = {"summarize": "token", "code": "span", "qa": "span"}
-# Each method's GAE lambda, chosen by the lab on each task's validation prompts from {0, 0.5, 0.95}
-# (experiments/protocol.py); 0.95 is the paper's.
+# Chosen per task on validation by the lab (experiments/protocol.py, RESULTS.md): how PPO pays praise
+# (guards.Guards.praise: "phrase" +1 once per praised phrase, "token" +1 per praised token, the
+# paper's) and each method's GAE lambda from {0, 0.5, 0.95} (0.95 is the paper's).
+PRAISE = {"summarize": "token", "code": "phrase", "qa": "phrase"}
 LAMBDAS = {"summarize": {"ppo_scalar": 0.95, "text2grad": 0.95, "oracle_scalar": 0.95, "oracle": 0.95},
            "code": {"ppo_scalar": 0.95, "text2grad": 0.0, "oracle_scalar": 0.95, "oracle": 0.0},
            "qa": {"ppo_scalar": 0.95, "text2grad": 0.95, "oracle_scalar": 0.5, "oracle": 0.95}}
@@ -139,28 +134,9 @@ def method_reward(method, task, tokenizer, examples, reward_models, shaping, ref
     return Refresh(score, own[judge], task, tokenizer, examples, items, refresh, seed), own
 
 
-def experiment_splits(task, sizes, seed):
-    """(splits, demonstrations): validation and test of the given sizes, and the training pool of
-    sizes["demonstrations"] (or more) examples; splits["train"], PPO's prompts, is its first
-    sizes["train"]. No training prompt is a held-out one (data.make_splits)."""
-    pool = max(sizes["train"], sizes["annotated"], sizes["demonstrations"])
-    splits = make_splits(task, {"train": pool, "validation": sizes["validation"], "test": sizes["test"]}, seed=seed)
-    return {**splits, "train": splits["train"][:sizes["train"]]}, splits["train"]
-
-
-def pick_device(name):
-    """The device to run on: "auto" is cuda when there is one; ValueError for one torch cannot use here."""
-    name = ("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else name
-    try:
-        torch.zeros(1, device=name)
-    except (RuntimeError, ValueError, AssertionError):
-        raise ValueError(f"--device {name} is not a device torch can use here; try --device cpu") from None
-    return name
-
-
 def run(config):
     """The method on one task, stage by stage; prints what each stage made and, last, the table."""
-    task, device, start = get_task(config.task), pick_device(config.device), time.time()
+    task, device, start = get_task(config.task), config.device, time.time()
     say = lambda message: print(f"[{task.NAME} {time.time() - start:4.0f}s] {message}")
     torch.manual_seed(config.seed)
 
@@ -175,7 +151,7 @@ def run(config):
     train_sft(policy, tokenizer, demonstrations, config.pretrain_steps, config.batch_size, config.lr, device,
               config.seed, document=lambda e, rng: document(task, e, rng), desc="pretraining")
     train_sft(policy, tokenizer, demonstrations, config.sft_steps, config.batch_size, config.lr, device, config.seed)
-    sft_test, _ = evaluate(task, policy, tokenizer, splits["test"])
+    sft_test, _, _ = evaluate(task, policy, tokenizer, splits["test"])
     say(f"SFT: test {task.PRIMARY} {sft_test[task.PRIMARY]:.3f}, the critic blames {sft_test['criticised']:.0%} "
         f"of its responses")
 
@@ -214,16 +190,16 @@ def run(config):
                                    max_new_tokens=MAX_NEW_TOKENS, compile=config.compile)
         reward, _ = method_reward(method, task, tokenizer, splits["train"], reward_models, shaping, refresh,
                                   items["train"], config.seed)
-        actor = ppo.ActorCritic(copy.deepcopy(policy), ppo_config.detach_value)
+        actor = ppo.PolicyWithValue(copy.deepcopy(policy), ppo_config.detach_value)
         curve, _, _ = ppo.train(actor, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, ppo_config,
                                 seed=config.seed, evaluate=lambda gpt: primary_score(task, gpt, tokenizer, splits["validation"]),
                                 eval_every=config.eval_every, desc=f"ppo {method}")
-        test, _ = evaluate(task, actor.gpt, tokenizer, splits["test"])
+        test, _, _ = evaluate(task, actor.gpt, tokenizer, splits["test"])
         table[method] = (lam, [score for _, score in curve], test[task.PRIMARY])
         say(f"PPO {method}: test {task.PRIMARY} {test[task.PRIMARY]:.3f}")
 
-    print(f"\n{task.NAME}, seed {config.seed}: validation {task.PRIMARY} by update (every {config.eval_every}), "
-          f"then test; one seed, so differences below about 0.02 are noise (the lab's intervals say how much)")
+    print(f"\n{task.NAME}, seed {config.seed}: validation {task.PRIMARY} by update (every {config.eval_every}), then "
+          f"test. One seed: how much a difference means is for the lab's intervals (experiments/protocol.py)")
     print(f"{'method':14s} {'judge':7s} {'lands on':11s} {'lambda':>6s}  {'validation curve':32s} {'test':>6s}")
     for method, (lam, curve, test) in table.items():
         judge, where = METHODS.get(method, ("-", "-"))
@@ -242,10 +218,11 @@ def main(argv=None):
     config = Config(**vars(parser.parse_args(argv)))
     if config.task not in PRAISE:
         parser.error(f"--task must be one of {', '.join(PRAISE)}")
+    config.device = ("cuda" if torch.cuda.is_available() else "cpu") if config.device == "auto" else config.device
     try:
-        config.device = pick_device(config.device)
-    except ValueError as error:
-        parser.error(str(error))
+        torch.zeros(1, device=config.device)
+    except (RuntimeError, ValueError, AssertionError):
+        parser.error(f"--device {config.device} is not a device torch can use here; try --device cpu")
     return run(config)
 
 

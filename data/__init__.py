@@ -73,6 +73,15 @@ def make_splits(task, sizes, seed=0):
     return {s: splits[s] for s in SPLITS}
 
 
+def experiment_splits(task, sizes, seed):
+    """(splits, demonstrations): validation and test of the given sizes, and the training pool of
+    sizes["demonstrations"] (or more) examples; splits["train"], PPO's prompts, is its first
+    sizes["train"]. No training prompt is a held-out one (data.make_splits)."""
+    pool = max(sizes["train"], sizes["annotated"], sizes["demonstrations"])
+    splits = make_splits(task, {"train": pool, "validation": sizes["validation"], "test": sizes["test"]}, seed=seed)
+    return {**splits, "train": splits["train"][:sizes["train"]]}, splits["train"]
+
+
 def quote(text, start, end):
     """text[s:end] for the largest s <= start whose leftmost occurrence in text is at s.
 

@@ -151,7 +151,7 @@ FORMS = {
 
 def make_inputs(N, V, dtype, device, T=256, seed=0):
     """A batch of N = B*T response positions with 10-50% padding per row. The logits are contiguous,
-    as ppo.ActorCritic hands them over (its LM head runs on the response positions only)."""
+    as ppo.PolicyWithValue hands them over (its LM head runs on the response positions only)."""
     g = torch.Generator().manual_seed(seed)
     B = max(1, N // T)
     logits = (torch.randn(B, T, V, generator=g) * 2).to(device=device, dtype=dtype)
@@ -337,7 +337,7 @@ def bench_ppo_update(device, batch_size, compare_compile=True):
                            max_new_tokens=MAX_NEW_TOKENS)
     examples = splits["train"][:batch_size]
     prompts = [tokenizer.prompt(e.prompt) for e in examples]
-    model = ppo.ActorCritic(copy.deepcopy(policy))
+    model = ppo.PolicyWithValue(copy.deepcopy(policy))
     state = copy.deepcopy(model.state_dict())
     for attempt in range(2):  # the first pass is a warm-up; the second is timed
         seconds, update, tokens = one_update(task, tokenizer, examples, prompts, model, policy, reward_models,

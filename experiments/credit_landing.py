@@ -83,7 +83,7 @@ def credit_landing(task, policy, tokenizer, splits, reward_for, lambdas, ppo_fie
     parts = {}
     for name, lam in lambdas.items():
         method_config = replace(config, lam=lam)
-        model = ppo.ActorCritic(copy.deepcopy(policy), method_config.detach_value)
+        model = ppo.PolicyWithValue(copy.deepcopy(policy), method_config.detach_value)
         optimizer = model.optimizer(method_config)
         indices = random.Random(seed).sample(range(len(train)), method_config.batch_size)  # as ppo.train draws it
         warm = ppo.rollout(model, policy, [warmup_prompts[i] for i in indices], tokenizer.eos_id, tokenizer.pad_id,

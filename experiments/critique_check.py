@@ -20,6 +20,7 @@ import sys
 
 from data.annotations import read_annotations
 from experiments.run_folder import read_run
+from experiments.protocol import span_details
 from reward import encode_records, span_metrics
 from experiments.runstate import atomic_save, checked, fail, pick_device
 
@@ -58,7 +59,8 @@ def main(argv=None):
                            ("fact wrong", [r for r in rows if not r["fact_right"]])):
         if not members:
             continue
-        metrics = span_metrics([r["pred"] for r in members], [r["gold"] for r in members])
+        predicted, gold = [r["pred"] for r in members], [r["gold"] for r in members]
+        metrics = {**span_metrics(predicted, gold), **span_details(predicted, gold)}
         result[group] = {"records": len(members), "positive_f1": metrics["positive_f1"],
                          "negative_f1": metrics["negative_f1"], "confusion": metrics["confusion"],
                          "verdict_agrees": sum(r["verdict_right"] for r in members) / len(members)}

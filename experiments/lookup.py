@@ -26,7 +26,7 @@ from model import GPT, GPTConfig
 from experiments.runstate import atomic_save, fail, pick_device
 from sft import respond, train_sft
 from experiments.protocol import PRESETS
-from text2grad import experiment_splits
+from data import experiment_splits
 
 # lever -> (canon layers?, pretraining?); kernel, steps and evaluation points are the default preset's
 LEVERS = {"baseline": (False, False), "canon": (True, False), "pretraining": (False, True),

@@ -26,37 +26,34 @@ import dataclasses
 
 import guards
 import ppo
-from data import document, get_task
+from data import document, experiment_splits, get_task
 from data.annotations import annotate, read_annotations, read_jsonl
 from data.tokenizer import Tokenizer, training_texts
 from experiments.checkpoint import load_checkpoint, save_checkpoint
 from experiments.runstate import Progress, add_run_flags, atomic_save, check_run_flags, checked, fail, pick_device
 from experiments.showcase import showcase
-from model import GPT, GPTConfig, generate
-from reward import RefreshConfig, RewardModel, encode_splits, evaluate_reward_model, train_reward_model
-from sft import MAX_NEW_TOKENS, evaluate, flaw_rates, mean_metrics, primary_score, respond, train_sft
-from text2grad import METHODS, PRAISE, REWARD_MODELS, Config, experiment_splits, method_reward, reward_function
+from model import GPT, GPTConfig, generate, left_pad, token_logprobs
+from reward import RefreshConfig, RewardModel, encode_records, evaluate_reward_model, train_reward_model
+from align import align
+from sft import MAX_NEW_TOKENS, evaluate, mean_metrics, primary_score, respond, train_sft
+from text2grad import METHODS, PRAISE, REWARD_MODELS, method_reward, reward_function
 
-def preset_of(config, **lab):
-    """A preset, the lab's dict of a run's sizes, from a text2grad.Config; lab: the lab's own keys."""
-    c = dataclasses.asdict(config)
-    sizes = ("train", "annotated", "demonstrations", "validation", "test", "vocab_size", "sft_steps", "batch_size",
-             "lr", "pretrain_steps", "samples_per_prompt", "reward_steps", "reward_lr", "eval_every")
-    return dict({k: c[k] for k in sizes}, model=dict(n_layer=c["n_layer"], n_head=c["n_head"], n_embd=c["n_embd"]),
-                ppo=dict(updates=c["updates"], batch_size=c["ppo_batch_size"], minibatch_size=c["minibatch_size"],
-                         lr=c["ppo_lr"]), **lab)
-
-
-# Sizes a run may pick with --preset: "default" is text2grad.Config's; "small" a first look in 3
-# minutes on 2 CPU cores; "tiny" the test suite's end-to-end run (every stage, seconds; its numbers
-# mean nothing). Beyond Config's fields: sft_eval_every, steps between points of the SFT and
-# pretraining learning curve; lambdas, the GAE lambda grid each method chooses from on validation
-# (ppo_stage); ppo, PPOConfig fields, with the guards' (guards.Guards) and the refresh's
-# (refresh_every, refresh_samples, ...: reward.RefreshConfig) beside them; choose_by, test_curve and
-# overopt_prompts, set by the K sweep (experiments/sweep.py): lambda chosen by the validation curve's
-# last quarter; the test prompts scored at every point; the prompts the over-optimisation measurement samples.
+# Sizes a run may pick with --preset: "default" is the experiment's (RESULTS.md); "small" a quick
+# look in 3 minutes on 2 CPU cores; "tiny" the test suite's end-to-end run (every stage, seconds;
+# its numbers mean nothing). The fields are text2grad.Config's, and: model, the GPT's; sft_eval_every,
+# steps between points of the SFT and pretraining learning curve; lambdas, the GAE lambda grid each
+# method chooses from on validation (ppo_stage); ppo, PPOConfig fields, with the guards'
+# (guards.Guards) and the refresh's (refresh_every, refresh_samples, ...: reward.RefreshConfig)
+# beside them; choose_by, test_curve and overopt_prompts, set by the K sweep (experiments/sweep.py):
+# lambda chosen by the validation curve's last quarter; the test prompts scored at every point; the
+# prompts the over-optimisation measurement samples.
 PRESETS = {
-    "default": preset_of(Config(), sft_eval_every=200, lambdas=(0.0, 0.5, 0.95)),
+    "default": dict(train=4000, annotated=4000, demonstrations=38400, validation=200, test=200, vocab_size=1024,
+                    sft_steps=1200, batch_size=32, lr=2e-3, sft_eval_every=200, pretrain_steps=800,
+                    model=dict(n_layer=4, n_head=4, n_embd=128),
+                    samples_per_prompt=2, reward_steps=400, reward_lr=2e-3,
+                    ppo=dict(updates=12, batch_size=64, minibatch_size=32, lr=5e-5), eval_every=3,
+                    lambdas=(0.0, 0.5, 0.95)),
     "small": dict(train=1500, annotated=1500, demonstrations=12800, validation=100, test=100, vocab_size=512,
                   sft_steps=400, batch_size=32, lr=3e-3, sft_eval_every=100, pretrain_steps=200,
                   model=dict(n_layer=2, n_head=4, n_embd=96),
@@ -88,6 +85,17 @@ COMPARISONS = [("text2grad", "ppo_scalar"), ("oracle", "oracle_scalar"), ("oracl
 SEEDED_METRICS = ("positive_f1", "negative_f1", "exact_span_match", "critique_rougeL")  # kept per reward-model seed
 
 
+@torch.no_grad()
+def response_logprobs(gpt, prompts, tokens, mask, pad_id, temperature=1.0):
+    """log pi(y_t | x, y_<t) (B, N) of given responses under gpt, one full forward pass; prompts: B
+    token-id lists, tokens and mask (B, N) as generate() returns them; 0 outside the mask."""
+    prompt_ids, prompt_mask = left_pad(prompts, pad_id, tokens.device)
+    ids, attention_mask = torch.cat([prompt_ids, tokens], 1), torch.cat([prompt_mask, mask.long()], 1)
+    start, N = prompt_ids.shape[1] - 1, tokens.shape[1]
+    logits = gpt.lm_head(gpt.hidden_states(ids, attention_mask)[:, start:start + N])
+    return token_logprobs(logits, tokens, temperature) * mask
+
+
 def overoptimisation(method, task, tokenizer, examples, reward_models, reference, config, seed=0):
     """Over-optimisation measured as Gao et al. (2023) measure it: f(gpt) -> a dict of means over one
     sampled response per example (temperature config.temperature, the same random numbers at every
@@ -110,8 +118,8 @@ def overoptimisation(method, task, tokenizer, examples, reward_models, reference
         generator = torch.Generator(device).manual_seed(seed)
         tokens, _, mask = generate(gpt, prompts, config.max_new_tokens, tokenizer.eos_id, tokenizer.pad_id,
                                    temperature=config.temperature, generator=generator)
-        kl = (ppo.response_logprobs(gpt, prompts, tokens, mask, tokenizer.pad_id, config.temperature)
-              - ppo.response_logprobs(reference, prompts, tokens, mask, tokenizer.pad_id, config.temperature)).sum(1)
+        kl = (response_logprobs(gpt, prompts, tokens, mask, tokenizer.pad_id, config.temperature)
+              - response_logprobs(reference, prompts, tokens, mask, tokenizer.pad_id, config.temperature)).sum(1)
         critic = critic_fn(indices, tokens, mask)  # (B, N)
         gold = critic.sum(1)
         proxy = gold if judge == "critic" else proxy_fn(indices, tokens, mask).sum(1)
@@ -123,6 +131,91 @@ def overoptimisation(method, task, tokenizer, examples, reward_models, reference
 
 # ---------------------------------------------------------------------------------------------
 # Data, tokenizer and the SFT policy
+
+MAX_SKIPPED = 0.1  # the share of a split's records that may be skipped (a span not in the response)
+
+
+def check_skipped(stats, where):
+    """Report skipped records; ValueError when they pass MAX_SKIPPED of the split."""
+    if stats["skipped"]:
+        share = stats["skipped"] / max(1, stats["records"])
+        message = (f"{where}: {stats['skipped']} of {stats['records']} records ({share:.1%}) quote a span that is "
+                   f"not in their response")
+        if share > MAX_SKIPPED:
+            raise ValueError(f"{message}, more than the {MAX_SKIPPED:.0%} allowed; check that the spans are copied "
+                             f"verbatim from the responses")
+        print(f"{message}; skipped")
+
+
+def encode_splits(tokenizer, records, block_size, folder, batch_size):
+    """encode_records and check_skipped for every split of {split: records} read from folder; a
+    split left with fewer usable records than a batch (train) or one (validation, test) raises
+    ValueError. Returns ({split: records kept}, {split: items}, {split: alignment statistics})."""
+    kept, items, alignment = {}, {}, {}
+    for split in records:
+        kept[split], items[split], alignment[split] = encode_records(tokenizer, records[split], block_size)
+        where = os.path.join(folder, f"annotations_{split}.jsonl")
+        check_skipped(alignment[split], where)
+        needed = batch_size if split == "train" else 1
+        if len(items[split]) < needed:
+            raise ValueError(f"{where}: {len(items[split])} usable records, fewer than the {needed} this preset needs")
+    return kept, items, alignment
+
+
+def flaw_rates(examples):
+    """Measured share of demonstrations carrying each flaw kind, and of any flaw."""
+    kinds = sorted({f for e in examples for f in e.flaws})
+    rates = {k: sum(k in e.flaws for e in examples) / len(examples) for k in kinds}
+    rates["any"] = sum(bool(e.flaws) for e in examples) / len(examples)
+    return rates
+
+
+def evaluate_policy(task, model, tokenizer, examples):
+    """sft.evaluate and what the lab records beside it: "blamed_share", the share of response tokens
+    inside a poor span; "length" and "reference_length", tokens per response (EOS not counted), the
+    policy's and the references'; how well the critic's spans align to the tokens the policy wrote
+    ("unaligned_rate", "labelled_token_share"). Returns (summary, samples)."""
+    summary, samples, ids = evaluate(task, model, tokenizer, examples)
+    aligned = [align(s["response"], tokenizer.offsets(i), s) for s, i in zip(samples, ids)]
+    summary["blamed_share"] = sum(sum(d < 0 for d in delta) for delta, _ in aligned) / max(1, sum(map(len, ids)))
+    summary["length"] = sum(map(len, ids)) / len(ids)
+    summary["reference_length"] = sum(len(tokenizer.encode(e.reference)) for e in examples) / len(examples)
+    total = {k: sum(stats[k] for _, stats in aligned) for k in aligned[0][1]}
+    summary["unaligned_rate"] = total["unaligned"] / max(1, total["spans"])
+    summary["labelled_token_share"] = total["labelled_tokens"] / max(1, total["tokens"])
+    return summary, samples
+
+
+def _runs(delta):
+    """Maximal runs of equal non-zero labels: {(start, end, label)}."""
+    runs, start = set(), None
+    for t, d in enumerate(list(delta) + [0]):
+        if start is not None and d != delta[start]:
+            runs.add((start, t, delta[start]))
+            start = None
+        if start is None and d != 0 and t < len(delta):
+            start = t
+    return runs
+
+
+def span_details(predicted, gold):
+    """Beside reward.span_metrics' F1: the 3 x 3 confusion matrix of token labels and the share of
+    gold spans (maximal runs of one label) predicted with exactly the same boundaries."""
+    # confusion[g + 1][p + 1]: tokens with gold label g predicted as p (rows negative, neutral, positive)
+    confusion = [[sum(g == row and p == col for ps, gs in zip(predicted, gold) for p, g in zip(ps, gs))
+                  for col in (-1, 0, 1)] for row in (-1, 0, 1)]
+    gold_runs = [_runs(g) for g in gold]
+    hits = sum(len(_runs(p) & g) for p, g in zip(predicted, gold_runs))
+    return {"confusion": confusion, "exact_span_match": hits / max(1, sum(len(g) for g in gold_runs))}
+
+
+def reward_metrics(model, tokenizer, records, items):
+    """reward.evaluate_reward_model's metrics, with span_details for a span model."""
+    metrics, critiques, deltas = evaluate_reward_model(model, tokenizer, records, items)
+    if model.kind == "span":
+        metrics.update(span_details(deltas, [item["delta"] for item in items]))
+    return metrics
+
 
 def tokenizer_stage(task, train, vocab_size, out, progress):
     """The data stage: a tokenizer trained on the training split's text only, saved as
@@ -142,12 +235,13 @@ def tokenizer_stage(task, train, vocab_size, out, progress):
         fail(f"--resume: cannot read {path} ({type(error).__name__}); run without --resume")
 
 
-def sft_stage(task, demonstrations, validation, tokenizer, preset, device, seed, out, progress, name="sft",
+def gpt_stage(task, demonstrations, validation, tokenizer, preset, device, seed, out, progress, name="sft",
               start_from=None, steps=None, document=None):
-    """The SFT stage: a GPT of preset["model"] trained on the demonstrations, saved as out/{name}.pt
-    (or, once finished, loaded from it). It starts from start_from (a .pt file: the pretrained base)
-    or, when None, from random weights; steps defaults to preset["sft_steps"]; document: see
-    sft.train_sft (the pretraining stage's). With preset["sft_eval_every"], the task's metrics of
+    """A GPT of preset["model"] trained by sft.train_sft, saved as out/{name}.pt (or, once finished,
+    loaded from it): SFT on the demonstrations (name "sft", the default), pretraining on documents of
+    correct text (name "base", through pretrain_stage) or the reference trunk. It starts from
+    start_from (a .pt file: the pretrained base) or, when None, from random weights; steps defaults
+    to preset["sft_steps"]; document: see sft.train_sft (the pretraining stage's). With preset["sft_eval_every"], the task's metrics of
     greedy validation responses every that many steps make the learning curve ("curve": [(step,
     metrics)]). Returns the policy."""
     start, path = time.time(), os.path.join(out, f"{name}.pt")
@@ -159,7 +253,7 @@ def sft_stage(task, demonstrations, validation, tokenizer, preset, device, seed,
                                                                                     config)[0]
         flawed = sum(bool(e.flaws) for e in demonstrations) / len(demonstrations)
         data = "their references" if document else f"{flawed:.0%} flawed"
-        print(f"[{task.NAME}] {name}: {model.num_params() / 1e6:.2f}M parameters, {len(demonstrations)} examples "
+        print(f"[{task.NAME}] {name}: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {len(demonstrations)} examples "
               f"({data}), from {start_from or 'random weights'}, device {device}")
         losses, curve = train_sft(model, tokenizer, demonstrations, steps, preset["batch_size"],
                                   preset["lr"], device, seed,
@@ -179,7 +273,7 @@ def pretrain_stage(task, examples, validation, tokenizer, preset, device, seed, 
     has no pretraining."""
     if not preset.get("pretrain_steps"):
         return None
-    sft_stage(task, examples, validation, tokenizer, preset, device, seed, out, progress, name="base",
+    gpt_stage(task, examples, validation, tokenizer, preset, device, seed, out, progress, name="base",
               steps=preset["pretrain_steps"], document=lambda e, rng: document(task, e, rng))
     return os.path.join(out, "base.pt")
 
@@ -227,8 +321,8 @@ def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out,
             if seed == seeds[0]:
                 save_checkpoint(os.path.join(out, f"reward_{name}.pt"), model, tokenizer, preset["reward_steps"],
                                 kind=kind, cot=cot)
-            metrics, _, _ = evaluate_reward_model(model, tokenizer, records["test"], encoded["test"])
-            validation, _, _ = evaluate_reward_model(model, tokenizer, records["validation"], encoded["validation"])
+            metrics = reward_metrics(model, tokenizer, records["test"], encoded["test"])
+            validation = reward_metrics(model, tokenizer, records["validation"], encoded["validation"])
             metrics.update(final_loss=sum(losses[-20:]) / len(losses[-20:]), validation=validation)
             progress.finish(stage, metrics, start)
         models[name] = load_checkpoint(os.path.join(out, f"reward_{name}.pt"), device, tokenizer, trunk.config)[0]
@@ -299,7 +393,7 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         if stage in progress:
             return
         run_config = replace(config, lam=lam)
-        model = ppo.ActorCritic(copy.deepcopy(policy), run_config.detach_value)
+        model = ppo.PolicyWithValue(copy.deepcopy(policy), run_config.detach_value)
         reward, run_models = method_reward(name, task, tokenizer, train, reward_models, shaping, refresh, reward_items,
                                            seed)
         curve, logged, warmup = ppo.train(
@@ -327,7 +421,7 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
             if stage not in progress:
                 path = os.path.join(out, f"ppo_{name}_lambda{lam}_seed{seed}.pt")
                 gpt = load_checkpoint(path, device, tokenizer, policy.config)[0]
-                test, samples = evaluate(task, gpt, tokenizer, splits["test"])
+                test, samples = evaluate_policy(task, gpt, tokenizer, splits["test"])
                 if seed == seeds[0]:
                     save_checkpoint(os.path.join(out, f"ppo_{name}.pt"), gpt, tokenizer, config.updates)
                     atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(out, f"samples_{name}.jsonl"))
@@ -376,14 +470,14 @@ def run(args):
                           progress)
     if base:
         results["pretraining"] = progress["base"]
-    model = sft_stage(task, demonstrations, splits["validation"], tokenizer, preset, device, args.seed, args.out,
+    model = gpt_stage(task, demonstrations, splits["validation"], tokenizer, preset, device, args.seed, args.out,
                       progress, start_from=base)
     results["sft_training"] = progress["sft"]
 
     start = time.time()
     if "evaluate" not in progress:
-        validation, _ = evaluate(task, model, tokenizer, splits["validation"])
-        test, samples = evaluate(task, model, tokenizer, splits["test"])
+        validation, _ = evaluate_policy(task, model, tokenizer, splits["validation"])
+        test, samples = evaluate_policy(task, model, tokenizer, splits["test"])
         atomic_save("".join(json.dumps(s) + "\n" for s in samples), path("samples.jsonl"))
         progress.finish("evaluate", {"sft": {"validation": validation, "test": test}}, start)
     results.update(progress["evaluate"])
@@ -410,7 +504,7 @@ def run(args):
     trunk = model
     if args.reward_start == "references":  # a trunk that never saw the demonstrators' habits
         references = [replace(e, demonstration=e.reference, flaws=[]) for e in demonstrations]
-        trunk = sft_stage(task, references, splits["validation"], tokenizer, preset, device, args.seed, args.out,
+        trunk = gpt_stage(task, references, splits["validation"], tokenizer, preset, device, args.seed, args.out,
                           progress, name="reference_trunk", start_from=base)
         results["reference_trunk"] = progress["reference_trunk"]
     reward_seeds = [args.seed + k for k in range(args.reward_seeds)]
@@ -477,7 +571,7 @@ def main(argv=None):
     parser.add_argument("--reward-seeds", type=int, default=1, help="train the span reward models (cot and no_cot) "
                         "with this many seeds, to compare them beyond seed-to-seed variation; PPO uses the first "
                         "(default 1)")
-    parser.add_argument("--praise", choices=["token", "span"], help="how PPO pays praise: +1 on every praised "
+    parser.add_argument("--praise", choices=["token", "phrase"], help="how PPO pays praise: +1 on every praised "
                         "token (the paper) or +1 once per distinct praised phrase; default: the task's, chosen on "
                         "validation (PRAISE)")
     add_run_flags(parser)

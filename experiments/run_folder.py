@@ -14,7 +14,8 @@ from experiments.checkpoint import load_checkpoint
 from data import get_task
 from experiments.runstate import fail
 from experiments.protocol import PRESETS
-from text2grad import PRAISE, REWARD_MODELS, experiment_splits
+from data import experiment_splits
+from text2grad import PRAISE, REWARD_MODELS
 
 
 @dataclass
@@ -42,7 +43,7 @@ def read_run(folder, device):
     missing = [name for name in needed if not os.path.exists(os.path.join(folder, name))]
     if missing:
         fail(f"{folder} has not finished its reward models ({', '.join(missing)} missing); run or --resume "
-             f"python text2grad.py first")
+             f"python -m experiments.protocol first")
     task, preset = get_task(identity["task"]), PRESETS[identity["preset"]]
     # the praise the run's PPO paid (--praise); a folder from before the flag: the task's default
     preset = {**preset, "ppo": {**preset["ppo"], "praise": identity.get("praise") or PRAISE[task.NAME]}}

@@ -45,10 +45,9 @@ from data.annotations import read_annotations
 from experiments import figures, stats, terminal
 from experiments.report import render
 from experiments.summary import summarise_methods
-from reward import encode_splits, evaluate_reward_model
 from experiments.runstate import (Progress, add_run_flags, atomic_save, check_run_flags, checked, fail,
                       pick_device)
-from sft import MAX_NEW_TOKENS, evaluate, primary_score, respond
+from sft import MAX_NEW_TOKENS, primary_score, respond
 
 # Sizes. validation and test are per K; train mixes K. ppo: PPOConfig fields; updates: the PPO budget
 # per K (the same for every method at a K), 1.5x what it was before the guards, so that a late
@@ -83,10 +82,10 @@ THRESHOLDS = (0.5, 0.9)  # the share of the gap from SFT to the ceiling closed
 # scalar reward model has no spans to bound) leaves its run the same, and the same run is not repeated.
 DEFENCES = {"paper": {"praise": "token", "cut_praise": False, "refresh_every": 0},
             "cut": {"praise": "token", "cut_praise": True, "refresh_every": 0},
-            "span": {"praise": "span", "cut_praise": False, "refresh_every": 0},
+            "phrase": {"praise": "phrase", "cut_praise": False, "refresh_every": 0},
             "refresh": {"praise": "token", "cut_praise": False, "refresh_every": 4},
-            "cut+span": {"praise": "span", "cut_praise": True, "refresh_every": 0},
-            "cut+span+refresh": {"praise": "span", "cut_praise": True, "refresh_every": 4}}
+            "cut+phrase": {"praise": "phrase", "cut_praise": True, "refresh_every": 0},
+            "cut+phrase+refresh": {"praise": "phrase", "cut_praise": True, "refresh_every": 4}}
 ABLATION = {"methods": ("ppo_scalar", "text2grad"), "lambda": 0.95, "points": 4}  # curve points after update 0
 
 
@@ -155,8 +154,8 @@ def sweep_k(k, model, tokenizer, splits, reward_models, items, preset, seeds, co
     progress = Progress(folder, {"k": k, "preset": args.preset, "seed": args.seed}, args.resume)
     start = time.time()
     if "evaluate" not in progress:
-        validation, _ = evaluate(facts, model, tokenizer, splits["validation"])
-        test, samples = evaluate(facts, model, tokenizer, splits["test"])
+        validation, _ = t2g.evaluate_policy(facts, model, tokenizer, splits["validation"])
+        test, samples = t2g.evaluate_policy(facts, model, tokenizer, splits["test"])
         atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(folder, "samples.jsonl"))
         progress.finish("evaluate", {"validation": validation, "test": test}, start)
     sft = progress["evaluate"]
@@ -210,7 +209,7 @@ def ablation(k, model, tokenizer, splits, reward_models, items, preset, seeds, o
             for seed in seeds:
                 stage, start = f"{name}/{key}/{seed}", time.time()
                 if stage not in progress:
-                    actor = ppo.ActorCritic(copy.deepcopy(model), config.detach_value)
+                    actor = ppo.PolicyWithValue(copy.deepcopy(model), config.detach_value)
                     reward, run_models = t2g.method_reward(name, facts, tokenizer, splits["train"], reward_models,
                                                            shaping, refresh, items, seed)
                     watch = t2g.overoptimisation(name, facts, tokenizer, validation[:preset["overopt_prompts"]],
@@ -261,7 +260,7 @@ def run(args):
     # as large as its steps): a site is a copy from the prompt, which these trunks learn without
     # fresh data (reward-model span F1 >= 0.94). No SFT curve (the presets have no sft_eval_every).
     validation = [e for k in facts.KS for e in per_k[k]["validation"]]
-    model = t2g.sft_stage(facts, train, validation, tokenizer, preset, device, args.seed, args.out, progress)
+    model = t2g.gpt_stage(facts, train, validation, tokenizer, preset, device, args.seed, args.out, progress)
     results["sft_training"] = progress["sft"]
 
     # How the SFT policy's sites go wrong, sampled (what PPO starts from) and greedy (what the metric reads)
@@ -286,7 +285,7 @@ def run(args):
         progress.finish("annotate", {}, start)
     else:
         records = checked(read_annotations, args.out, check=None)
-    records, encoded, _ = checked(encode_splits, tokenizer, records, model.config.block_size, args.out,
+    records, encoded, _ = checked(t2g.encode_splits, tokenizer, records, model.config.block_size, args.out,
                                   preset["batch_size"])
     results["reward_model"], reward_models = t2g.reward_stage(model, tokenizer, records, encoded, preset, device,
                                                               [args.seed], args.out, progress, REWARD_MODELS)
@@ -295,8 +294,8 @@ def run(args):
         per_k_rm = {}
         for k in facts.KS:
             rows = [j for j, r in enumerate(records["test"]) if facts.count_sites(r["prompt"]) == k]
-            metrics, _, _ = evaluate_reward_model(reward_models["cot"], tokenizer, [records["test"][j] for j in rows],
-                                                  [encoded["test"][j] for j in rows])
+            metrics = t2g.reward_metrics(reward_models["cot"], tokenizer, [records["test"][j] for j in rows],
+                                         [encoded["test"][j] for j in rows])
             per_k_rm[str(k)] = {key: metrics[key] for key in ("positive_f1", "negative_f1", "exact_span_match")}
         progress.finish("reward_per_k", {"reward_per_k": per_k_rm}, start)
     results.update(progress["reward_per_k"])

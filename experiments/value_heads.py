@@ -51,7 +51,7 @@ def main(argv=None):
     for setting, fields in VALUE_SETTINGS.items():
         for name in ("ppo_scalar", "text2grad"):
             config, shaping, _ = configs({**preset["ppo"], "lam": 0.95, **fields}, max_new_tokens=MAX_NEW_TOKENS)
-            model = ppo.ActorCritic(copy.deepcopy(policy), config.detach_value)
+            model = ppo.PolicyWithValue(copy.deepcopy(policy), config.detach_value)
             curve, history, warmup = ppo.train(
                 model, policy, prompts, reward_function(name, task, tokenizer, splits["train"], run.reward_models, shaping),
                 tokenizer.eos_id, tokenizer.pad_id, config, seed=run.seed,

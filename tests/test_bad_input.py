@@ -115,11 +115,11 @@ def test_records_quoting_absent_spans_are_skipped_and_counted(tmp_path, capsys, 
     kept, items, stats = reward.encode_records(tokenizer, records, block_size=256)
     assert len(kept) == len(items) == 19 and stats["skipped"] == 1 and stats["unaligned"] == 1
     assert all(r["poor_spans"] == [] for r in kept)
-    reward.check_skipped(stats, "f")  # 5%: reported, the run goes on
+    protocol.check_skipped(stats, "f")  # 5%: reported, the run goes on
     assert "1 of 20 records (5.0%) quote a span that is not in their response; skipped" in capsys.readouterr().out
     _, _, stats = reward.encode_records(tokenizer, records[:8] + [records[-1]] * 2, block_size=256)
     with pytest.raises(ValueError, match="more than the 10% allowed"):
-        reward.check_skipped(stats, "f")  # 20%: the run stops with this line
+        protocol.check_skipped(stats, "f")  # 20%: the run stops with this line
 
 
 def test_record_longer_than_the_block_names_its_line(tokenizer):

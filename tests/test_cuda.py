@@ -86,7 +86,7 @@ def test_sampler_logprobs_match_the_trainers(bf16, full_fp32):
     # generate asks "all done?" every 8 tokens on CUDA, then cuts the columns past the longest response
     assert mask[:, -1].any() and (mask[:, 1:] <= mask[:, :-1]).all()
     assert mask.sum(1).min() < mask.shape[1]  # some responses ended early: the padding after EOS is exercised
-    batch = ppo.score_responses(ppo.ActorCritic(gpt), gpt, prompts, tokens, mask, EOS, PAD,
+    batch = ppo.score_responses(ppo.PolicyWithValue(gpt), gpt, prompts, tokens, mask, EOS, PAD,
                                 ppo.PPOConfig(max_new_tokens=32))
     difference = (batch["logprobs"] - logprobs)[mask.bool()].abs()
     if bf16:  # two bf16 computations in different orders: close, not equal

@@ -8,7 +8,7 @@ from data import get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
 
 
-@pytest.mark.parametrize("task_name,praise", [("summarize", "token"), ("summarize", "span"), ("code", "span")])
+@pytest.mark.parametrize("task_name,praise", [("summarize", "token"), ("summarize", "phrase"), ("code", "phrase")])
 def test_walk_through_matches_a_loop(task_name, praise):
     task = get_task(task_name)
     examples = make_splits(task, {"train": 200, "validation": 1, "test": 1}, seed=0)["train"]
@@ -18,7 +18,7 @@ def test_walk_through_matches_a_loop(task_name, praise):
     assert critique["poor_spans"] and any(row["delta"] == -1 for row in rows)  # the flaw is blamed
     assert rows[-1]["token"] == "<|eos|>" and "".join(row["token"] for row in rows[:-1]) == flawed.demonstration
     # Text2Grad: a blamed token -1; a praised token +1 ("token"), or a praised span (a run of +1s) 1/n
-    # on each of its n tokens, nothing if the same tokens were praised before ("span"); praise times
+    # on each of its n tokens, nothing if the same tokens were praised before ("phrase"); praise times
     # sigmoid((40 - t) / 4); the EOS earns 0
     weight = [1 / (1 + math.exp(-(40 - t) / 4)) for t in range(len(rows))]
     r, seen, t = [float(min(row["delta"], 0)) for row in rows], set(), 0
@@ -52,7 +52,7 @@ def test_walk_through_pays_praise_as_the_tasks_run_does():
     tokenizer = Tokenizer.train(training_texts(task, examples), 512)
     default = example.walk_through(task, flawed, tokenizer)[1]
     assert default == example.walk_through(task, flawed, tokenizer, praise=example.PRAISE["summarize"])[1]
-    other = {"token": "span", "span": "token"}[example.PRAISE["summarize"]]
+    other = {"token": "phrase", "phrase": "token"}[example.PRAISE["summarize"]]
     assert default != example.walk_through(task, flawed, tokenizer, praise=other)[1]
 
 

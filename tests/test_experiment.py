@@ -9,7 +9,7 @@ import guards
 import ppo
 import reward
 import text2grad
-from data import get_task, make_splits
+from data import experiment_splits, get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
 from experiments import credit_landing
 
@@ -157,7 +157,7 @@ def test_the_tokenizer_learns_from_the_training_split_only(setup):
 def test_experiment_splits_share_one_pool():
     task = get_task("qa")
     preset = dict(train=30, annotated=50, demonstrations=120, validation=10, test=10)
-    splits, pool = text2grad.experiment_splits(task, preset, seed=3)
+    splits, pool = experiment_splits(task, preset, seed=3)
     held_out = {e.prompt for split in ("validation", "test") for e in splits[split]}
     assert len(pool) == 120 and not held_out & {e.prompt for e in pool}  # qa: no prompt in both, none dropped
     assert splits["train"] == pool[:30]  # PPO's prompts are the pool's first; the annotated are pool[:50]

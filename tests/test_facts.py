@@ -215,7 +215,7 @@ def test_the_defence_ablation_runs_each_guard_where_it_applies(tmp_path):
     keys = {name: {stage.split("/")[1] for stage in runs if stage.startswith(name + "/")} for name in sweep.ABLATION["methods"]}
     assert len(keys["text2grad"]) == len(sweep.DEFENCES) == 6 and len(keys["ppo_scalar"]) == 4
     assert all("praise=token" in key for key in keys["ppo_scalar"])
-    assert sum("praise=span" in key for key in keys["text2grad"]) == 3
+    assert sum("praise=phrase" in key for key in keys["text2grad"]) == 3
     for setting, fields in sweep.DEFENCES.items():  # each row reads its own runs
         key = f"praise={fields['praise']}-cut_praise={fields['cut_praise']}"
         key += f"-refresh_every={fields['refresh_every']}" if fields["refresh_every"] else ""

@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+import model as model_module
 from model import GPT, Canon, GPTConfig, KVCache, generate, left_pad, token_logprobs
 
 PAD, EOS = 0, 2
@@ -94,7 +95,7 @@ def test_sampling_stops_at_eos_per_sequence():
     assert finished_early > 0
 
 
-def test_asking_all_done_less_often_changes_nothing():
+def test_asking_all_done_less_often_changes_nothing(monkeypatch):
     # on a GPU generate asks "all done?" every 8 tokens, then cuts the columns past the longest response
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=6, block_size=64, n_layer=1, n_head=1, n_embd=8)).eval()
@@ -103,8 +104,9 @@ def test_asking_all_done_less_often_changes_nothing():
     longest = int(every_token[2].sum(1).max())
     assert longest % 8 and longest < 30  # the longest response ends between two checks
     for check_every in (3, 8, 64):
+        monkeypatch.setitem(model_module.ALL_DONE_EVERY, "cpu", check_every)
         cut = generate(model, [[1, 3]] * 5, 30, EOS, PAD, generator=torch.Generator().manual_seed(3),
-                       check_every=check_every, with_logprobs=True)
+                       with_logprobs=True)
         for got, want in zip(cut, every_token):
             assert got.shape == (5, longest) and torch.equal(got, want)
 

@@ -36,7 +36,7 @@ def test_nan_stops_fit_before_the_step_reaches_the_weights():
 def test_nan_reward_stops_ppo_naming_the_minibatch():
     config = ppo.PPOConfig(max_new_tokens=6, batch_size=8, minibatch_size=4, epochs=1, updates=3)
     policy = tiny_gpt().eval()
-    model = ppo.ActorCritic(copy.deepcopy(policy))
+    model = ppo.PolicyWithValue(copy.deepcopy(policy))
     calls = []
 
     def nan_on_second_update(indices, tokens, mask):

@@ -242,7 +242,7 @@ def test_compiled_loss_equals_eager_and_never_recompiles():
 
 def test_rollout_logprobs_match_the_sampler_and_first_ratio_is_one(policy):
     config = ppo.PPOConfig(temperature=0.7, max_new_tokens=12, minibatch_size=3)
-    model, reference = ppo.ActorCritic(copy.deepcopy(policy)), policy
+    model, reference = ppo.PolicyWithValue(copy.deepcopy(policy)), policy
     prompts = [[1, 5, 6], [1, 7], [1, 8, 9, 10], [1, 4], [1, 11, 3], [1, 6, 6]]
     torch.manual_seed(0)
     tokens, sampled_logprobs, mask = generate(model.gpt, prompts, 12, EOS, PAD, temperature=0.7,
@@ -276,7 +276,7 @@ def test_ppo_pushes_down_a_blamed_token(policy):
     config = ppo.PPOConfig(max_new_tokens=10, batch_size=16, minibatch_size=8, lr=3e-3, beta=0.0,
                            missing_eos_penalty=0.0)
     torch.manual_seed(0)
-    model, reference = ppo.ActorCritic(copy.deepcopy(policy)), copy.deepcopy(policy)
+    model, reference = ppo.PolicyWithValue(copy.deepcopy(policy)), copy.deepcopy(policy)
     prompts = [[1, 3 + i % 8] for i in range(64)]
 
     def blame_sevens(indices, tokens, mask):
@@ -306,7 +306,7 @@ def test_compiled_training_loop_compiles_each_function_once(policy):
     counters.clear()
     prompts = [[1, 3 + i % 8, 4] for i in range(32)]
     config = ppo.PPOConfig(max_new_tokens=12, batch_size=12, minibatch_size=4, epochs=2, compile=True, updates=3)
-    model = ppo.ActorCritic(copy.deepcopy(policy))
+    model = ppo.PolicyWithValue(copy.deepcopy(policy))
     _, history, _ = ppo.train(model, policy, prompts, lambda i, tokens, mask: -mask.float(), EOS, PAD, config, seed=0)
     assert len({h["length"] for h in history}) > 1  # the rollouts really had different lengths
     assert all(h["skipped"] == 0 for h in history)
@@ -318,7 +318,7 @@ def test_compiled_training_loop_compiles_each_function_once(policy):
 def test_actor_critic_reads_the_response_positions_of_the_full_forward(policy):
     """The LM head runs on the response positions only: same numbers as slicing the full logits,
     handed over contiguous (a strided view would make the compiled loss copy the logits)."""
-    model = ppo.ActorCritic(copy.deepcopy(policy))
+    model = ppo.PolicyWithValue(copy.deepcopy(policy))
     ids = torch.randint(3, 12, (3, 20))
     mask = torch.ones(3, 20, dtype=torch.long)
     mask[1, :4] = 0
@@ -368,7 +368,7 @@ def test_explained_variance_hand_worked():
 def test_the_value_head_is_detached_from_the_trunk(policy):
     ids, mask = torch.randint(3, 12, (2, 10)), torch.ones(2, 10, dtype=torch.long)
     for detach in (True, False):
-        model = ppo.ActorCritic(copy.deepcopy(policy), detach)
+        model = ppo.PolicyWithValue(copy.deepcopy(policy), detach)
         torch.nn.init.normal_(model.value_head[2].weight)  # a head that outputs something
         _, values = model(ids, mask, 3, 6)
         values.sum().backward()
@@ -378,7 +378,7 @@ def test_the_value_head_is_detached_from_the_trunk(policy):
 
 
 def test_optimizer_gives_the_value_head_its_own_learning_rate(policy):
-    model = ppo.ActorCritic(copy.deepcopy(policy))
+    model = ppo.PolicyWithValue(copy.deepcopy(policy))
     optimizer = model.optimizer(ppo.PPOConfig(lr=1e-5, value_lr=1e-3))
     policy_group, value_group = optimizer.param_groups
     assert policy_group["lr"] == 1e-5 and value_group["lr"] == 1e-3
@@ -391,7 +391,7 @@ def test_warm_up_fits_the_reward_to_go_and_leaves_the_policy_alone(policy):
     length n is -(n - t). The warm-up's explained variance is measured against exactly that hand
     formula, it is well above 0, and the trunk has not moved."""
     config = ppo.PPOConfig(max_new_tokens=10, missing_eos_penalty=0.0, value_warmup_steps=300)
-    model = ppo.ActorCritic(copy.deepcopy(policy))
+    model = ppo.PolicyWithValue(copy.deepcopy(policy))
     optimizer = model.optimizer(config)
     prompts = [[1, 3 + i % 8] for i in range(16)]
     batch = ppo.rollout(model, policy, prompts, EOS, PAD, config, torch.Generator().manual_seed(0))

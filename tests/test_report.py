@@ -1,5 +1,5 @@
 """report.html: well-formed, one curve per method and task, tokens that add back up to the
-responses, model text escaped; and `text2grad.py report` rebuilding it without training."""
+responses, model text escaped; and `python -m experiments.report` rebuilding it without training."""
 import json
 import re
 import os

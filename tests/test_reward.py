@@ -9,6 +9,7 @@ from experiments import checkpoint
 from data.tokenizer import Tokenizer
 from experiments.terminal import colour_tokens
 from model import GPT, GPTConfig
+from experiments.protocol import span_details
 from reward import IGNORE, RewardModel, collate, encode_record, layout, span_metrics, train_reward_model
 
 RECORDS = [
@@ -122,7 +123,7 @@ def test_scalar_head_reads_the_eos(tokenizer, items):
 def test_span_metrics_hand_worked():
     gold = [[1, 1, 0, -1, -1, 0], [0, -1, 0]]
     predicted = [[1, 0, 0, -1, -1, -1], [0, -1, 1]]
-    m = span_metrics(predicted, gold)
+    m = {**span_metrics(predicted, gold), **span_details(predicted, gold)}
     # positive: 1 hit of 2 predicted and 2 gold -> P = R = 1/2
     assert (m["positive_precision"], m["positive_recall"], m["positive_f1"]) == pytest.approx((0.5, 0.5, 0.5))
     # negative: 3 hits, 4 predicted, 3 gold -> P 3/4, R 1, F 6/7

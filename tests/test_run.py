@@ -101,7 +101,7 @@ def test_praise_reaches_every_ppo_run_and_resume_checks_it(tmp_path, monkeypatch
         seen.append(shaping.praise)
         return shaped(deltas, responses, mask, ended, shaping)
     monkeypatch.setattr(text2grad.guards, "shaped_scores", spy)
-    other = {"token": "span", "span": "token"}[text2grad.PRAISE["code"]]  # not the task's default
+    other = {"token": "phrase", "phrase": "token"}[text2grad.PRAISE["code"]]  # not the task's default
     protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--praise", other, "--out", str(tmp_path)])
     assert json.loads((tmp_path / "code" / "results.json").read_text())["praise"] == other
     assert seen and set(seen) == {other}
