@@ -17,6 +17,7 @@ handed from one stage to the next is a checkpoint (experiments/checkpoint.py).
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 
@@ -137,9 +138,11 @@ def add_run_flags(parser):
 
 
 def check_run_flags(args):
-    """One line and exit status 2 for flags no run can use."""
+    """One line and exit status 2 for flags no run can use; then Ctrl-C stops the run (KeyboardInterrupt),
+    even where the shell that started it ignores it (a background job)."""
     if args.seeds < 1:
         fail("--seeds must be at least 1")
     if args.resume and not os.path.isdir(args.out):
         fail(f"--resume: {args.out} does not exist, so there is nothing to resume; run without --resume")
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     return args
