@@ -4,7 +4,7 @@
     python example.py --task code --index 2
 
 The critic's spans become delta_t (align.py), the guards turn delta_t into score_t with praise paid
-as on this task (text2grad.PRAISE), and PPO's reward is r_t = score_t - beta KL_t on every token
+as on this task (guards.PRAISE), and PPO's reward is r_t = score_t - beta KL_t on every token
 (Text2Grad) or the scores summed onto the last token (scalar PPO). GAE turns rewards into the
 advantages A_t = sum_l (gamma lambda)^l (r_{t+l} + gamma V_{t+l+1} - V_{t+l}) that multiply
 grad log pi(y_t): where each method's gradient lands. At the first update KL_t = 0, and V is taken as
@@ -19,7 +19,6 @@ import ppo
 from align import align
 from data import get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
-from text2grad import PRAISE
 
 LAMBDAS = (0.0, 0.95)  # the ends of the experiment's grid; 0.95 is the paper's
 
@@ -28,12 +27,12 @@ def walk_through(task, example, tokenizer, lambdas=LAMBDAS, praise=None):
     """(critique, rows): the critic's annotation of example.demonstration, and per response token
     (the EOS last, with delta 0) its text, delta_t, then for each method ("text2grad", "ppo_scalar")
     r_t and A_t at each GAE lambda: row["r_text2grad"], row["A_text2grad_0.95"], ...
-    praise "token" or "phrase" (guards.Guards.praise); None: the task's, PRAISE[task.NAME]."""
+    praise "token" or "phrase" (guards.Guards.praise); None: the task's, guards.PRAISE[task.NAME]."""
     response = example.demonstration
     ids = tokenizer.encode(response)
     critique = task.critique(example, response)
     delta, _ = align(response, tokenizer.offsets(ids), critique)
-    config, shaping = ppo.PPOConfig(), guards.Guards(praise=praise or PRAISE[task.NAME])
+    config, shaping = ppo.PPOConfig(), guards.Guards(praise=praise or guards.PRAISE[task.NAME])
     mask = torch.ones(1, len(ids) + 1)  # the response tokens and the EOS that ends them
     ended = torch.tensor([True])
     zeros = torch.zeros(1, len(ids) + 1)  # log pi = log pi_ref at the first update: KL_t = 0
@@ -67,7 +66,7 @@ def main(argv=None):
           f"critique:  {critique['textual_feedback']}\ngood spans {critique['good_spans']}, "
           f"poor spans {critique['poor_spans']}\n")
     paid = {"token": "a praised token scores +1", "phrase": "a praised span of n tokens scores 1/n on each"}
-    print(f"r_t = score_t - beta KL_t (KL_t = 0 at the first update; {paid[PRAISE[task.NAME]]}, weighted by\n"
+    print(f"r_t = score_t - beta KL_t (KL_t = 0 at the first update; {paid[guards.PRAISE[task.NAME]]}, weighted by\n"
           "sigmoid((40 - t) / 4), which fades from ~1 to 0 around token 40); A_t by GAE with gamma 1 and V = 0")
     print(f"{'':>16} {'':>5} | {'Text2Grad':^26} | {'scalar PPO':^26}")
     print(f"{'token':>16} {'delta':>5} | {'r_t':>6} {'A_t, l=0':>9} {'l=0.95':>9} | {'r_t':>6} {'A_t, l=0':>9} {'l=0.95':>9}")

@@ -4,7 +4,7 @@ A learned reward is a proxy, and PPO optimises whatever it pays for: with +1 on 
 (the paper's), a policy made praised phrases long, said them twice and ran to the length limit while
 the critic's score fell (RESULTS.md). The guards turn a delta per token into PPO's scores:
   praise "phrase" a praised span shares +1 over its tokens, a repeated one earns 0 (bound_praise);
-                  "token", the paper's, +1 per praised token (each task's choice: text2grad.PRAISE)
+                  "token", the paper's, +1 per praised token (each task's choice: PRAISE)
   cut_praise      a response cut at the length limit keeps its blame and no praise
   praise_fade_at  praise fades past that response position (dense_scores, length_weight)
 The fourth defence is more training, not shaping: reward.Refresh. ppo.py takes the scores it is given.
@@ -20,6 +20,11 @@ class Guards:
                                   # nothing (bound_praise); "token": +1 on every praised token (the paper)
     cut_praise: bool = True       # a response cut at the length limit (no EOS) keeps no praise
     praise_fade_at: int = 40      # response position where praise has faded to half (length_weight)
+
+
+# How PPO pays praise on each task, chosen on its validation prompts (RESULTS.md): summarize's critic
+# states an omission only in prose, so per phrase made dropping a praised clause cheap there.
+PRAISE = {"summarize": "token", "code": "phrase", "qa": "phrase"}
 
 
 def length_weight(N, fade_at, device=None):
@@ -65,16 +70,16 @@ def bound_praise(delta, tokens):
     return scores
 
 
-def shaped_scores(deltas, responses, mask, ended, guards):
+def shaped_scores(deltas, responses, mask, ended, shaping):
     """Text2Grad's scores (B, N) from a delta per response token, with the Guards switched on:
       praise "phrase" bound_praise: one unit per distinct praised phrase, not one per token;
       cut_praise      a response cut at the length limit (ended (B,) False) keeps its blame and no praise;
       praise_fade_at  praise fades past that position (dense_scores).
     deltas, responses: B lists (deltas, token ids) of the responses, EOS excluded."""
-    if guards.praise == "phrase":
+    if shaping.praise == "phrase":
         deltas = [bound_praise(d, r) for d, r in zip(deltas, responses)]
-    elif guards.praise != "token":
-        raise ValueError(f"unknown praise {guards.praise!r}; use 'token' or 'phrase'")
-    if guards.cut_praise:
+    elif shaping.praise != "token":
+        raise ValueError(f"unknown praise {shaping.praise!r}; use 'token' or 'phrase'")
+    if shaping.cut_praise:
         deltas = [d if end else [min(x, 0) for x in d] for d, end in zip(deltas, ended.tolist())]
-    return dense_scores(deltas, mask, guards.praise_fade_at)
+    return dense_scores(deltas, mask, shaping.praise_fade_at)

@@ -27,7 +27,7 @@ The scalar variant, for the PPO baseline, reads one score from the hidden state 
 labels (sum_t delta_t): the same annotations, squeezed into one number, so both PPO variants get the
 same information budget and differ only in where it lands.
 
-Refresh trains a reward model on as PPO runs: on the policy's own samples, annotated by the critic.
+Refresh goes on training a reward model as PPO runs, on the policy's own samples annotated by the critic.
 """
 from dataclasses import dataclass
 
@@ -256,8 +256,8 @@ class RefreshConfig:
 class Refresh:
     """A learned reward model trained online on the policy's own samples (iterated RLHF): it scores out
     of distribution what it never saw. Called like a reward f(indices, tokens, mask): it scores the
-    rollout with the model as it is; at every config.every-th rollout it scores (the value warm-up's
-    counts) the critic annotates the first config.samples responses and the model trains on all the
+    rollout with the model as it is; then, at every config.every-th call (the value warm-up's call
+    counts), the critic annotates the first config.samples responses and the model trains on all the
     fresh annotations so far, mixed with `items`, its original training items. score: the method's
     reward reading `model` (text2grad.reward_function); model changes in place: give each run a copy."""
 

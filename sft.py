@@ -135,12 +135,6 @@ def mean_metrics(task, model, tokenizer, examples, desc="validate"):
     return {k: sum(s[k] for s in scores) / len(scores) for k in scores[0]}
 
 
-def primary_score(task, model, tokenizer, examples, desc="validate"):
-    """The task's primary metric of greedy responses, averaged over examples: the PPO validation
-    curve's points."""
-    return mean_metrics(task, model, tokenizer, examples, desc)[task.PRIMARY]
-
-
 def evaluate(task, model, tokenizer, examples):
     """Greedy responses to examples, the task's metrics of them (means) and what the critic says:
     "criticised" is the share of responses it blames somewhere. Returns (summary, samples, ids): one

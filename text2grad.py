@@ -25,9 +25,10 @@ from align import align
 from data import document, experiment_splits, get_task
 from data.annotations import annotate
 from data.tokenizer import Tokenizer, training_texts
+from guards import PRAISE
 from model import GPT, GPTConfig
 from reward import Refresh, RefreshConfig, RewardModel, encode_records, evaluate_reward_model, train_reward_model
-from sft import MAX_NEW_TOKENS, evaluate, primary_score, respond, response_ids, train_sft
+from sft import MAX_NEW_TOKENS, evaluate, mean_metrics, respond, response_ids, train_sft
 
 
 @dataclass
@@ -36,16 +37,16 @@ class Config:  # a first look's sizes, a few minutes on 2 CPU cores; the lab's e
     seed: int = 0                 # every random draw: data, weights, batches, samples
     device: str = "auto"          # auto (cuda if there is one), cpu, cuda, cuda:1, ...
     # data: the tasks are generated, so the SFT pool is fresh text (each example drawn about once)
-    train: int = 4000             # PPO's training prompts (the tokenizer reads the pool's text)
+    train: int = 4000             # PPO's training prompts (the tokenizer reads their examples' text)
     annotated: int = 1000         # training prompts whose sampled responses the critic annotates
     demonstrations: int = 16000   # the pretraining and SFT pool
     validation: int = 100         # validation prompts (the PPO curves)
     test: int = 200               # test prompts (the table)
     vocab_size: int = 1024        # byte-level BPE vocabulary, special tokens included
     # the GPT (policy, reference and reward-model trunk alike)
-    n_layer: int = 4
-    n_head: int = 4
-    n_embd: int = 128
+    n_layer: int = 4              # transformer blocks
+    n_head: int = 4               # attention heads per block
+    n_embd: int = 128             # width of the residual stream
     block_size: int = 256         # longest sequence the positions cover
     # pretraining and SFT (sft.fit: Adam, warm-up, cosine decay)
     pretrain_steps: int = 300     # steps on documents of the task's correct text (data.document)
@@ -65,10 +66,8 @@ class Config:  # a first look's sizes, a few minutes on 2 CPU cores; the lab's e
     compile: bool = False         # torch.compile the hot loss path (loss.py)
 
 
-# Chosen per task on validation by the lab (experiments/protocol.py, RESULTS.md): how PPO pays praise
-# (guards.Guards.praise: "phrase" +1 once per praised phrase, "token" +1 per praised token, the
-# paper's) and each method's GAE lambda from {0, 0.5, 0.95} (0.95 is the paper's).
-PRAISE = {"summarize": "token", "code": "phrase", "qa": "phrase"}
+# Each method's GAE lambda, chosen per task on validation by the lab from {0, 0.5, 0.95} (0.95 is
+# the paper's; RESULTS.md); a method added to METHODS without one runs at 0.95.
 LAMBDAS = {"summarize": {"ppo_scalar": 0.95, "text2grad": 0.95, "oracle_scalar": 0.95, "oracle": 0.95},
            "code": {"ppo_scalar": 0.95, "text2grad": 0.0, "oracle_scalar": 0.95, "oracle": 0.0},
            "qa": {"ppo_scalar": 0.95, "text2grad": 0.95, "oracle_scalar": 0.5, "oracle": 0.95}}
@@ -184,17 +183,17 @@ def run(config):
     prompts = [tokenizer.prompt(e.prompt) for e in splits["train"]]
     table = {"sft": (None, [sft_test[task.PRIMARY]], sft_test[task.PRIMARY])}
     for method in METHODS:
-        lam = LAMBDAS[task.NAME][method]
+        lam = LAMBDAS[task.NAME].get(method, 0.95)
         ppo_config = ppo.PPOConfig(updates=config.updates, batch_size=config.ppo_batch_size,
                                    minibatch_size=config.minibatch_size, lr=config.ppo_lr, lam=lam,
                                    max_new_tokens=MAX_NEW_TOKENS, compile=config.compile)
         reward, _ = method_reward(method, task, tokenizer, splits["train"], reward_models, shaping, refresh,
                                   items["train"], config.seed)
-        actor = ppo.PolicyWithValue(copy.deepcopy(policy), ppo_config.detach_value)
-        curve, _, _ = ppo.train(actor, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, ppo_config,
-                                seed=config.seed, evaluate=lambda gpt: primary_score(task, gpt, tokenizer, splits["validation"]),
+        trained = ppo.PolicyWithValue(copy.deepcopy(policy), ppo_config.detach_value)
+        curve, _, _ = ppo.train(trained, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, ppo_config,
+                                seed=config.seed, evaluate=lambda gpt: mean_metrics(task, gpt, tokenizer, splits["validation"])[task.PRIMARY],
                                 eval_every=config.eval_every, desc=f"ppo {method}")
-        test, _, _ = evaluate(task, actor.gpt, tokenizer, splits["test"])
+        test, _, _ = evaluate(task, trained.gpt, tokenizer, splits["test"])
         table[method] = (lam, [score for _, score in curve], test[task.PRIMARY])
         say(f"PPO {method}: test {task.PRIMARY} {test[task.PRIMARY]:.3f}")
 
@@ -210,11 +209,12 @@ def run(config):
 
 
 def main(argv=None):
-    """Every Config field is a flag: --task code, --updates 24, --compile True, ..."""
-    parser = argparse.ArgumentParser(prog="text2grad.py", description=__doc__.split("\n\n")[0])
+    """Every Config field is a flag: --task code, --updates 24, --compile, ..."""
+    parser = argparse.ArgumentParser(prog="text2grad.py", description=__doc__.split("\n\n")[0],
+                                     epilog="Each flag is a field of Config, explained beside it at the top of text2grad.py.")
     for field in dataclasses.fields(Config):
-        kind = (lambda s: s.lower() in ("1", "true", "yes")) if field.type is bool else field.type
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=kind, default=field.default)
+        kind = {"action": argparse.BooleanOptionalAction} if field.type is bool else {"type": field.type}
+        parser.add_argument(f"--{field.name.replace('_', '-')}", default=field.default, **kind)
     config = Config(**vars(parser.parse_args(argv)))
     if config.task not in PRAISE:
         parser.error(f"--task must be one of {', '.join(PRAISE)}")

@@ -1,10 +1,10 @@
-"""Annotated data: the files the reward models learn from, read, checked and converted.
+"""Annotated data: the files the reward models learn from, read and checked.
 
 One JSONL record per (prompt, response):
     {"prompt": str, "response": str, "textual_feedback": str, "good_spans": [str], "poor_spans": [str]}
 the paper's annotation shape plus the text it annotates. A run writes its critic's annotations in
-this shape (annotate); swap in your own (an LLM's, say) with --annotations DIR, and the token labels
-are re-derived by align.py when reward.py encodes the records.
+this shape (annotate); swap in your own (an LLM's, say) with `python -m experiments.protocol
+--annotations DIR`, and the token labels are re-derived by align.py when reward.py encodes them.
 
     annotate(task, examples, responses)   the task's critic reads each response -> records
     read_annotations(folder)              {split: records} from folder/annotations_{split}.jsonl,
@@ -30,6 +30,8 @@ def annotation_fields(record):
     ValueError, one line, when a field has the wrong type."""
     if not isinstance(record, dict):
         raise ValueError(f"annotation must be a JSON object, got {type(record).__name__}")
+    if "word_score_list" in record:  # SLF5K's scores per word: spans only after conversion
+        raise ValueError("word_score_list is not read here; convert the file first (python -m experiments.convert)")
     feedback = record.get("textual_feedback")
     if not isinstance(feedback, str):
         raise ValueError("textual_feedback is missing or not a string")
@@ -81,7 +83,7 @@ def check_annotation(record):
 
 def read_annotations(folder, check=check_annotation):
     """{split: records} from folder/annotations_{split}.jsonl. check: check_annotation for a user's
-    files; None for a run's own (--resume), whose sampled responses may be empty. Unusable input
+    files; None for a run's own (read back on resume), whose sampled responses may be empty. Unusable input
     raises ValueError, one line naming the file (and the line)."""
     records = {}
     for split in SPLITS:

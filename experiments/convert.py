@@ -123,7 +123,7 @@ def parse_reply(raw):
         if "good_spans" in raw or "poor_spans" in raw:  # two sources of labels: no safe way to merge
             raise ValueError("annotation has both word_score_list and good_spans/poor_spans")
         good, poor = _spans_from_word_scores(raw["word_score_list"])
-        raw = {**raw, "good_spans": good, "poor_spans": poor}
+        raw = {"textual_feedback": raw.get("textual_feedback"), "good_spans": good, "poor_spans": poor}
     return annotation_fields(raw)
 
 

@@ -16,7 +16,6 @@ import copy
 import glob
 import json
 import os
-import sys
 import time
 from dataclasses import replace
 
@@ -30,13 +29,15 @@ from data import document, experiment_splits, get_task
 from data.annotations import annotate, read_annotations, read_jsonl
 from data.tokenizer import Tokenizer, training_texts
 from experiments.checkpoint import load_checkpoint, save_checkpoint
-from experiments.runstate import Progress, add_run_flags, atomic_save, check_run_flags, checked, fail, pick_device
+from experiments.runstate import (Progress, add_run_flags, atomic_save, check_run_flags, checked, fail, pick_device,
+                                  run_to_the_end)
 from experiments.showcase import showcase
 from model import GPT, GPTConfig, generate, left_pad, token_logprobs
 from reward import RefreshConfig, RewardModel, encode_records, evaluate_reward_model, train_reward_model
 from align import align
-from sft import MAX_NEW_TOKENS, evaluate, mean_metrics, primary_score, respond, train_sft
-from text2grad import METHODS, PRAISE, REWARD_MODELS, method_reward, reward_function
+from sft import MAX_NEW_TOKENS, evaluate, mean_metrics, respond, train_sft
+from guards import PRAISE
+from text2grad import METHODS, REWARD_MODELS, method_reward, reward_function
 
 # Sizes a run may pick with --preset: "default" is the experiment's (RESULTS.md); "small" a quick
 # look in 3 minutes on 2 CPU cores; "tiny" the test suite's end-to-end run (every stage, seconds;
@@ -168,6 +169,12 @@ def flaw_rates(examples):
     rates = {k: sum(k in e.flaws for e in examples) / len(examples) for k in kinds}
     rates["any"] = sum(bool(e.flaws) for e in examples) / len(examples)
     return rates
+
+
+def primary_score(task, model, tokenizer, examples, desc="validate"):
+    """The task's primary metric of greedy responses, averaged over examples: the PPO validation
+    curve's points."""
+    return mean_metrics(task, model, tokenizer, examples, desc)[task.PRIMARY]
 
 
 def evaluate_policy(task, model, tokenizer, examples):
@@ -584,17 +591,8 @@ def main(argv=None):
     for folder in folders.values():  # every task's annotation files, checked before any work
         checked(read_annotations, folder)
     for name in tasks:
-        try:
-            per_task = {"task": name, "out": os.path.join(args.out, name), "annotations": folders.get(name)}
-            run(argparse.Namespace(**{**vars(args), **per_task}))
-        except OSError as error:
-            fail(f"cannot write the output ({error.strerror or error}: {error.filename or args.out}); choose another --out")
-        except KeyboardInterrupt:
-            print("text2grad: interrupted; every file written is complete; run the same command with --resume to "
-                  "continue from the last finished stage", file=sys.stderr)
-            sys.exit(130)
-        except FloatingPointError as error:
-            fail(f"training diverged: {error}")
+        per_task = {"task": name, "out": os.path.join(args.out, name), "annotations": folders.get(name)}
+        run_to_the_end(lambda: run(argparse.Namespace(**{**vars(args), **per_task})), args.out)
     print(f"the tables with 95% intervals and paired differences, and report.html: "
           f"python -m experiments.report --out {args.out}")
 

@@ -15,7 +15,8 @@ from data import get_task
 from experiments.runstate import fail
 from experiments.protocol import PRESETS
 from data import experiment_splits
-from text2grad import PRAISE, REWARD_MODELS
+from guards import PRAISE
+from text2grad import REWARD_MODELS
 
 
 @dataclass

@@ -137,6 +137,21 @@ def add_run_flags(parser):
                         "loaded, a stopped stage runs again")
 
 
+def run_to_the_end(run, out, name="text2grad"):
+    """run() with its ends as one line each: an output that cannot be written, Ctrl-C (exit status
+    130; --resume goes on from the last finished stage) and a loss that stopped being finite."""
+    try:
+        return run()
+    except OSError as error:
+        fail(f"cannot write the output ({error.strerror or error}: {error.filename or out}); choose another --out")
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted; every file written is complete; run the same command with --resume to "
+              f"continue from the last finished stage", file=sys.stderr)
+        sys.exit(130)
+    except FloatingPointError as error:
+        fail(f"training diverged: {error}")
+
+
 def check_run_flags(args):
     """One line and exit status 2 for flags no run can use; then Ctrl-C stops the run (KeyboardInterrupt),
     even where the shell that started it ignores it (a background job)."""

@@ -46,8 +46,8 @@ from experiments import figures, stats, terminal
 from experiments.report import render
 from experiments.summary import summarise_methods
 from experiments.runstate import (Progress, add_run_flags, atomic_save, check_run_flags, checked, fail,
-                      pick_device)
-from sft import MAX_NEW_TOKENS, primary_score, respond
+                                  pick_device, run_to_the_end)
+from sft import MAX_NEW_TOKENS, respond
 
 # Sizes. validation and test are per K; train mixes K. ppo: PPOConfig fields; updates: the PPO budget
 # per K (the same for every method at a K), 1.5x what it was before the guards, so that a late
@@ -216,7 +216,7 @@ def ablation(k, model, tokenizer, splits, reward_models, items, preset, seeds, o
                                                  run_models, model, config, seed=1)
                     curve, _, _ = ppo.train(
                         actor, model, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, config, seed=seed,
-                        evaluate=lambda gpt: (primary_score(facts, gpt, tokenizer, validation), watch(gpt)),
+                        evaluate=lambda gpt: (t2g.primary_score(facts, gpt, tokenizer, validation), watch(gpt)),
                         eval_every=max(1, budget // ABLATION["points"]), desc=f"K={k} {setting}: {name} seed {seed}")
                     progress.finish(stage, {"curve": curve}, start)
                 runs.append(progress[stage]["curve"])
@@ -357,16 +357,7 @@ def main(argv):
         fail(f"--ks: each K must be one of {list(facts.KS)} (the training split mixes those)")
     args.ks = sorted(set(args.ks))
     check_run_flags(args)
-    try:
-        return run(args)
-    except OSError as error:
-        fail(f"cannot write the output ({error.strerror or error}: {error.filename or args.out}); choose another --out")
-    except KeyboardInterrupt:
-        print("text2grad sweep: interrupted; every file written is complete; run the same command with --resume "
-              "to continue from the last finished stage", file=sys.stderr)
-        sys.exit(130)
-    except FloatingPointError as error:
-        fail(f"training diverged: {error}")
+    return run_to_the_end(lambda: run(args), args.out, "text2grad sweep")
 
 
 if __name__ == "__main__":

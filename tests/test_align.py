@@ -1,7 +1,6 @@
 """Tests for align.py. Offsets are written by hand so nothing here depends on a tokenizer."""
 
 import difflib
-import re
 
 import pytest
 

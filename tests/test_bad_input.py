@@ -42,6 +42,7 @@ def run_fails(capsys, argv, main=protocol.main):
     (json.dumps({**GOOD, "response": "  "}).encode(), "line 2: the response is empty"),
     (json.dumps({**GOOD, "response": "caf"}).encode()[:-2] + b'\xe9"}', "line 2: not UTF-8 text (byte 0xe9"),
     (json.dumps({"prompt": "p"}).encode(), 'line 2: a record needs string fields "prompt" and "response"'),
+    (json.dumps({**GOOD, "word_score_list": [["Yuki", 1]]}).encode(), "line 2: word_score_list is not read here"),
 ])
 def test_malformed_annotation_file(tmp_path, capsys, line, message):
     write_annotations(tmp_path / "ann", [GOOD, line, GOOD])

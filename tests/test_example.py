@@ -51,8 +51,8 @@ def test_walk_through_pays_praise_as_the_tasks_run_does():
     flawed = next(e for e in examples if e.flaws)
     tokenizer = Tokenizer.train(training_texts(task, examples), 512)
     default = example.walk_through(task, flawed, tokenizer)[1]
-    assert default == example.walk_through(task, flawed, tokenizer, praise=example.PRAISE["summarize"])[1]
-    other = {"token": "phrase", "phrase": "token"}[example.PRAISE["summarize"]]
+    assert default == example.walk_through(task, flawed, tokenizer, praise=example.guards.PRAISE["summarize"])[1]
+    other = {"token": "phrase", "phrase": "token"}[example.guards.PRAISE["summarize"]]
     assert default != example.walk_through(task, flawed, tokenizer, praise=other)[1]
 
 

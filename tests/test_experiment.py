@@ -6,7 +6,6 @@ import pytest
 import torch
 
 import guards
-import ppo
 import reward
 import text2grad
 from data import experiment_splits, get_task, make_splits
