@@ -74,3 +74,44 @@ def updates_to_hold(curve, level):
         elif held is None:
             held = p[0]
     return held
+
+
+def kaplan_meier(times, reached):
+    """The Kaplan-Meier estimate of the share of runs that have not yet reached a level, against the
+    update: times[i] is run i's update of reaching it (reached[i] True) or its last update without
+    reaching it (reached[i] False: censored, it might have reached it later). Returns [(t, S(t))] at
+    each update where some run reached it:
+        S(t) = prod over event updates t_j <= t of (1 - d_j / n_j),
+    d_j the runs reaching it at t_j, n_j the runs still at risk there (not yet reached, not censored
+    before t_j; a run censored at t_j counts as at risk at t_j). No run dropped or counted as budget + 1."""
+    if len(times) != len(reached):
+        raise ValueError(f"{len(times)} times against {len(reached)} flags")
+    survival, curve = 1.0, []
+    for t in sorted({t for t, r in zip(times, reached) if r}):
+        at_risk = sum(u >= t for u in times)
+        events = sum(u == t and r for u, r in zip(times, reached))
+        survival *= 1 - events / at_risk
+        curve.append((t, survival))
+    return curve
+
+
+def km_median(times, reached):
+    """The first update at which the Kaplan-Meier estimate falls to 1/2 or below: the median updates
+    to reach the level; None when fewer than half the runs are known to reach it (too censored)."""
+    return next((t for t, s in kaplan_meier(times, reached) if s <= 0.5 + 1e-12), None)
+
+
+def mean_curve(curves):
+    """Point by point mean of learning curves [(update, score, ...)] that share their updates."""
+    if len({tuple(p[0] for p in c) for c in curves}) != 1:
+        raise ValueError("the curves do not share their updates")
+    return [(points[0][0], sum(p[1] for p in points) / len(points)) for points in zip(*curves)]
+
+
+def curve_area(curve):
+    """The mean height of a learning curve [(update, score, ...)] over its updates, by the trapezoid
+    rule: the area under it divided by its span. Sooner is higher at the same end."""
+    span = curve[-1][0] - curve[0][0]
+    if span <= 0:
+        raise ValueError("a curve needs two updates or more")
+    return sum((b[0] - a[0]) * (a[1] + b[1]) / 2 for a, b in zip(curve, curve[1:])) / span

@@ -40,3 +40,32 @@ def test_bootstrap_ci95_of_a_mean():
     values = [k % 2 for k in range(400)]
     low, high = stats.bootstrap_ci95(400, lambda rows: sum(values[i] for i in rows) / 400, resamples=2000)
     assert low == pytest.approx(0.5 - 1.96 * 0.5 / 20, abs=0.01) and high == pytest.approx(0.5 + 1.96 * 0.5 / 20, abs=0.01)
+
+
+def close(points, expected):
+    """Lists of (update, value) pairs equal: the same updates, values within 1e-9."""
+    return len(points) == len(expected) and all(t == u and abs(v - w) < 1e-9 for (t, v), (u, w) in zip(points, expected))
+
+
+def test_kaplan_meier_by_hand():
+    # five runs: reached at 2, 3, 5; censored (never reached within their budget) at 3 and 6
+    times, reached = [2, 3, 3, 5, 6], [True, True, False, True, False]
+    # t = 2: 5 at risk, 1 reaches it: 4/5; t = 3: 4 at risk (the run censored at 3 still counts), 1
+    # reaches it: 4/5 * 3/4 = 3/5; t = 5: 2 at risk, 1 reaches it: 3/5 * 1/2 = 3/10
+    assert close(stats.kaplan_meier(times, reached), [(2, 0.8), (3, 0.6), (5, 0.3)])
+    assert stats.km_median(times, reached) == 5
+    # no censoring: the empirical share not yet reached, and the ordinary median
+    assert close(stats.kaplan_meier([1, 2, 2, 4], [True] * 4), [(1, 0.75), (2, 0.25), (4, 0.0)])
+    assert stats.km_median([1, 2, 2, 4], [True] * 4) == 2
+    # too censored for a median: only one of four known to reach it
+    assert stats.km_median([3, 4, 4, 4], [True, False, False, False]) is None
+
+
+def test_curve_area_and_mean_curve_by_hand():
+    # trapezoids over updates 0, 2, 6: (2 * (0.2 + 0.6) / 2 + 4 * (0.6 + 1.0) / 2) / 6 = (0.8 + 3.2) / 6
+    assert stats.curve_area([(0, 0.2), (2, 0.6), (6, 1.0)]) == pytest.approx(4.0 / 6)
+    sooner, later = [(0, 0.2), (2, 1.0), (6, 1.0)], [(0, 0.2), (2, 0.2), (6, 1.0)]
+    assert stats.curve_area(sooner) > stats.curve_area(later)  # the same end, reached sooner
+    assert close(stats.mean_curve([sooner, later]), [(0, 0.2), (2, 0.6), (6, 1.0)])
+    with pytest.raises(ValueError, match="share their updates"):
+        stats.mean_curve([sooner, [(0, 0.2), (3, 1.0), (6, 1.0)]])
