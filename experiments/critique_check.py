@@ -20,7 +20,7 @@ import sys
 
 from data.annotations import read_annotations
 from experiments.run_folder import read_run
-from experiments.protocol import span_details
+from experiments.measures import span_details
 from reward import encode_records, span_metrics
 from experiments.runstate import atomic_save, checked, fail, pick_device
 

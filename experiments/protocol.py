@@ -13,6 +13,7 @@ it finishes (progress.json), so that --resume skips what is done; and results.js
 """
 import argparse
 import copy
+import dataclasses
 import glob
 import json
 import os
@@ -21,23 +22,21 @@ from dataclasses import replace
 
 import torch
 
-import dataclasses
-
 import guards
 import ppo
 from data import document, experiment_splits, get_task
 from data.annotations import annotate, read_annotations, read_jsonl
 from data.tokenizer import Tokenizer, training_texts
 from experiments.checkpoint import load_checkpoint, save_checkpoint
+from experiments.measures import evaluate_policy, flaw_rates, overoptimisation, primary_score, reward_metrics
 from experiments.runstate import (Progress, add_run_flags, atomic_save, check_run_flags, checked, fail, pick_device,
                                   run_to_the_end)
 from experiments.showcase import showcase
-from model import GPT, GPTConfig, generate, left_pad, token_logprobs
-from reward import RefreshConfig, RewardModel, encode_records, evaluate_reward_model, train_reward_model
-from align import align
-from sft import MAX_NEW_TOKENS, evaluate, mean_metrics, respond, train_sft
 from guards import PRAISE
-from text2grad import METHODS, REWARD_MODELS, method_reward, reward_function
+from model import GPT, GPTConfig
+from reward import RefreshConfig, RewardModel, encode_records, train_reward_model
+from sft import MAX_NEW_TOKENS, mean_metrics, respond, train_sft
+from text2grad import METHODS, REWARD_MODELS, method_reward
 
 # Sizes a run may pick with --preset: "default" is the experiment's (RESULTS.md); "small" a quick
 # look in 3 minutes on 2 CPU cores; "tiny" the test suite's end-to-end run (every stage, seconds;
@@ -86,50 +85,6 @@ COMPARISONS = [("text2grad", "ppo_scalar"), ("oracle", "oracle_scalar"), ("oracl
 SEEDED_METRICS = ("positive_f1", "negative_f1", "exact_span_match", "critique_rougeL")  # kept per reward-model seed
 
 
-@torch.no_grad()
-def response_logprobs(gpt, prompts, tokens, mask, pad_id, temperature=1.0):
-    """log pi(y_t | x, y_<t) (B, N) of given responses under gpt, one full forward pass; prompts: B
-    token-id lists, tokens and mask (B, N) as generate() returns them; 0 outside the mask."""
-    prompt_ids, prompt_mask = left_pad(prompts, pad_id, tokens.device)
-    ids, attention_mask = torch.cat([prompt_ids, tokens], 1), torch.cat([prompt_mask, mask.long()], 1)
-    start, N = prompt_ids.shape[1] - 1, tokens.shape[1]
-    logits = gpt.lm_head(gpt.hidden_states(ids, attention_mask)[:, start:start + N])
-    return token_logprobs(logits, tokens, temperature) * mask
-
-
-def overoptimisation(method, task, tokenizer, examples, reward_models, reference, config, seed=0):
-    """Over-optimisation measured as Gao et al. (2023) measure it: f(gpt) -> a dict of means over one
-    sampled response per example (temperature config.temperature, the same random numbers at every
-    call, so successive points differ by the policy only):
-      proxy       what the method's own judge says, unguarded: sum_t delta_t of the span reward model,
-                  the scalar reward model's number, the critic's sum for the oracle methods
-      gold        the critic's sum_t delta_t (praised minus blamed tokens), the proxy's units
-      kl          KL(pi || pi_sft) per response, its k1 estimate sum_t log pi(y_t) - log pi_sft(y_t)
-      length      response tokens, EOS included
-      criticised  the share of response tokens the critic blames
-    Plotted against sqrt(kl): a proxy that keeps rising while the gold turns is a reward being gamed."""
-    judge = METHODS[method][0]
-    proxy_fn = reward_function(method, task, tokenizer, examples, reward_models)
-    critic_fn = reward_function("oracle", task, tokenizer, examples, reward_models)  # dense, unguarded
-    prompts = [tokenizer.prompt(e.prompt) for e in examples]
-    indices = list(range(len(examples)))
-
-    def measure(gpt):
-        device = next(gpt.parameters()).device
-        generator = torch.Generator(device).manual_seed(seed)
-        tokens, _, mask = generate(gpt, prompts, config.max_new_tokens, tokenizer.eos_id, tokenizer.pad_id,
-                                   temperature=config.temperature, generator=generator)
-        kl = (response_logprobs(gpt, prompts, tokens, mask, tokenizer.pad_id, config.temperature)
-              - response_logprobs(reference, prompts, tokens, mask, tokenizer.pad_id, config.temperature)).sum(1)
-        critic = critic_fn(indices, tokens, mask)  # (B, N)
-        gold = critic.sum(1)
-        proxy = gold if judge == "critic" else proxy_fn(indices, tokens, mask).sum(1)
-        length = mask.float().sum(1)
-        return {"proxy": proxy.mean().item(), "gold": gold.mean().item(), "kl": kl.mean().item(),
-                "length": length.mean().item(), "criticised": ((critic < 0).float().sum() / length.sum()).item()}
-    return measure
-
-
 # ---------------------------------------------------------------------------------------------
 # Data, tokenizer and the SFT policy
 
@@ -161,67 +116,6 @@ def encode_splits(tokenizer, records, block_size, folder, batch_size):
         if len(items[split]) < needed:
             raise ValueError(f"{where}: {len(items[split])} usable records, fewer than the {needed} this preset needs")
     return kept, items, alignment
-
-
-def flaw_rates(examples):
-    """Measured share of demonstrations carrying each flaw kind, and of any flaw."""
-    kinds = sorted({f for e in examples for f in e.flaws})
-    rates = {k: sum(k in e.flaws for e in examples) / len(examples) for k in kinds}
-    rates["any"] = sum(bool(e.flaws) for e in examples) / len(examples)
-    return rates
-
-
-def primary_score(task, model, tokenizer, examples, desc="validate"):
-    """The task's primary metric of greedy responses, averaged over examples: the PPO validation
-    curve's points."""
-    return mean_metrics(task, model, tokenizer, examples, desc)[task.PRIMARY]
-
-
-def evaluate_policy(task, model, tokenizer, examples):
-    """sft.evaluate and what the lab records beside it: "blamed_share", the share of response tokens
-    inside a poor span; "length" and "reference_length", tokens per response (EOS not counted), the
-    policy's and the references'; how well the critic's spans align to the tokens the policy wrote
-    ("unaligned_rate", "labelled_token_share"). Returns (summary, samples)."""
-    summary, samples, ids = evaluate(task, model, tokenizer, examples)
-    aligned = [align(s["response"], tokenizer.offsets(i), s) for s, i in zip(samples, ids)]
-    summary["blamed_share"] = sum(sum(d < 0 for d in delta) for delta, _ in aligned) / max(1, sum(map(len, ids)))
-    summary["length"] = sum(map(len, ids)) / len(ids)
-    summary["reference_length"] = sum(len(tokenizer.encode(e.reference)) for e in examples) / len(examples)
-    total = {k: sum(stats[k] for _, stats in aligned) for k in aligned[0][1]}
-    summary["unaligned_rate"] = total["unaligned"] / max(1, total["spans"])
-    summary["labelled_token_share"] = total["labelled_tokens"] / max(1, total["tokens"])
-    return summary, samples
-
-
-def _runs(delta):
-    """Maximal runs of equal non-zero labels: {(start, end, label)}."""
-    runs, start = set(), None
-    for t, d in enumerate(list(delta) + [0]):
-        if start is not None and d != delta[start]:
-            runs.add((start, t, delta[start]))
-            start = None
-        if start is None and d != 0 and t < len(delta):
-            start = t
-    return runs
-
-
-def span_details(predicted, gold):
-    """Beside reward.span_metrics' F1: the 3 x 3 confusion matrix of token labels and the share of
-    gold spans (maximal runs of one label) predicted with exactly the same boundaries."""
-    # confusion[g + 1][p + 1]: tokens with gold label g predicted as p (rows negative, neutral, positive)
-    confusion = [[sum(g == row and p == col for ps, gs in zip(predicted, gold) for p, g in zip(ps, gs))
-                  for col in (-1, 0, 1)] for row in (-1, 0, 1)]
-    gold_runs = [_runs(g) for g in gold]
-    hits = sum(len(_runs(p) & g) for p, g in zip(predicted, gold_runs))
-    return {"confusion": confusion, "exact_span_match": hits / max(1, sum(len(g) for g in gold_runs))}
-
-
-def reward_metrics(model, tokenizer, records, items):
-    """reward.evaluate_reward_model's metrics, with span_details for a span model."""
-    metrics, critiques, deltas = evaluate_reward_model(model, tokenizer, records, items)
-    if model.kind == "span":
-        metrics.update(span_details(deltas, [item["delta"] for item in items]))
-    return metrics
 
 
 def tokenizer_stage(task, train, vocab_size, out, progress):

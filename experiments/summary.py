@@ -39,7 +39,7 @@ def summarise_methods(methods):
 
 
 def overoptimisation(curves):
-    """The over-optimisation measurement (experiments.protocol.overoptimisation, the last element of each curve
+    """The over-optimisation measurement (experiments.measures.overoptimisation, the last element of each curve
     point) averaged over the seeds' curves, point by point: [{"update", "proxy", "gold", "kl", "length",
     "criticised", "sqrt_kl"}], sqrt_kl the square root of the mean KL (clamped at 0)."""
     out = []

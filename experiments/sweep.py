@@ -39,10 +39,10 @@ import time
 import torch
 
 import ppo
-import experiments.protocol as t2g
+import text2grad
 from data import facts
 from data.annotations import read_annotations
-from experiments import figures, stats, terminal
+from experiments import figures, measures, protocol, stats, terminal
 from experiments.report import render
 from experiments.summary import summarise_methods
 from experiments.runstate import (Progress, add_run_flags, atomic_save, check_run_flags, checked, fail,
@@ -154,23 +154,23 @@ def sweep_k(k, model, tokenizer, splits, reward_models, items, preset, seeds, co
     progress = Progress(folder, {"k": k, "preset": args.preset, "seed": args.seed}, args.resume)
     start = time.time()
     if "evaluate" not in progress:
-        validation, _ = t2g.evaluate_policy(facts, model, tokenizer, splits["validation"])
-        test, samples = t2g.evaluate_policy(facts, model, tokenizer, splits["test"])
+        validation, _ = measures.evaluate_policy(facts, model, tokenizer, splits["validation"])
+        test, samples = measures.evaluate_policy(facts, model, tokenizer, splits["test"])
         atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(folder, "samples.jsonl"))
         progress.finish("evaluate", {"validation": validation, "test": test}, start)
     sft = progress["evaluate"]
     k_preset = {**preset, "ppo": {**preset["ppo"], "updates": preset["updates"][k]}}
-    methods, _, grid = t2g.ppo_stage(facts, model, tokenizer, splits, reward_models, sft, k_preset, seeds,
+    methods, _, grid = protocol.ppo_stage(facts, model, tokenizer, splits, reward_models, sft, k_preset, seeds,
                                      compile, folder, progress, items)
     methods = summarise_methods(methods)
     budget, every, steps = preset["updates"][k], preset["eval_every"], {}
-    for name in t2g.METHODS:
+    for name in text2grad.METHODS:
         # the test curve of each seed's run at the chosen lambda: point (update, validation, test)
         curves = [[(p[0], p[2]) for p in progress[f"ppo/{name}/lambda{methods[name]['lambda']}/{s}"]["curve"]]
                   for s in seeds]
         steps[name] = thresholds(curves, sft["test"][facts.PRIMARY], budget, every)
         methods[name]["test_curve"] = [[u, sum(c[j][1] for c in curves) / len(curves)] for j, (u, _) in enumerate(curves[0])]
-    for name in t2g.METHODS:  # where each run ended: a policy that games its reward grows long and far from SFT
+    for name in text2grad.METHODS:  # where each run ended: a policy that games its reward grows long and far from SFT
         tests = [progress[f"test/{name}/{s}"] for s in seeds]
         last = methods[name]["overopt"][-1]  # summarise_methods averaged it over the seeds
         methods[name].update({f"final_{key}": last[key] for key in ("gold", "proxy", "kl")})
@@ -181,7 +181,7 @@ def sweep_k(k, model, tokenizer, splits, reward_models, items, preset, seeds, co
     return {"k": k, "updates": budget, "eval_every": every, "sft": sft, "methods": methods, "lambda_grid": grid,
             "thresholds": steps, "ratios": ratios,
             "paired": {f"{a} - {b}": stats.paired_difference(methods[a]["scores"], methods[b]["scores"])
-                       for a, b in t2g.COMPARISONS},
+                       for a, b in protocol.COMPARISONS},
             "all_right": {name: methods[name]["test"]["all_right"] for name in methods},
             "time_s": sum(progress.time(stage) for stage in progress.done)}
 
@@ -201,7 +201,7 @@ def ablation(k, model, tokenizer, splits, reward_models, items, preset, seeds, o
         table[setting] = {}
         for name in ABLATION["methods"]:
             spans = {} if name == "text2grad" else {"praise": "token"}  # no spans: the praise setting does not reach it
-            config, shaping, refresh = t2g.configs({**preset["ppo"], **fields, **spans, "updates": budget,
+            config, shaping, refresh = protocol.configs({**preset["ppo"], **fields, **spans, "updates": budget,
                                                     "lam": ABLATION["lambda"]}, max_new_tokens=MAX_NEW_TOKENS)
             key = f"praise={shaping.praise}-cut_praise={shaping.cut_praise}"
             key += f"-refresh_every={refresh.every}" if refresh.every else ""
@@ -210,13 +210,13 @@ def ablation(k, model, tokenizer, splits, reward_models, items, preset, seeds, o
                 stage, start = f"{name}/{key}/{seed}", time.time()
                 if stage not in progress:
                     actor = ppo.PolicyWithValue(copy.deepcopy(model), config.detach_value)
-                    reward, run_models = t2g.method_reward(name, facts, tokenizer, splits["train"], reward_models,
+                    reward, run_models = text2grad.method_reward(name, facts, tokenizer, splits["train"], reward_models,
                                                            shaping, refresh, items, seed)
-                    watch = t2g.overoptimisation(name, facts, tokenizer, validation[:preset["overopt_prompts"]],
+                    watch = measures.overoptimisation(name, facts, tokenizer, validation[:preset["overopt_prompts"]],
                                                  run_models, model, config, seed=1)
                     curve, _, _ = ppo.train(
                         actor, model, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, config, seed=seed,
-                        evaluate=lambda gpt: (t2g.primary_score(facts, gpt, tokenizer, validation), watch(gpt)),
+                        evaluate=lambda gpt: (measures.primary_score(facts, gpt, tokenizer, validation), watch(gpt)),
                         eval_every=max(1, budget // ABLATION["points"]), desc=f"K={k} {setting}: {name} seed {seed}")
                     progress.finish(stage, {"curve": curve}, start)
                 runs.append(progress[stage]["curve"])
@@ -254,13 +254,13 @@ def run(args):
                "ks": args.ks, "habit_rate": facts.HABIT_RATE,
                "sizes": {"train": len(train), **{str(k): {s: len(v) for s, v in split.items()} for k, split in per_k.items()}}}
 
-    tokenizer = t2g.tokenizer_stage(facts, train, preset["vocab_size"], args.out, progress)
+    tokenizer = protocol.tokenizer_stage(facts, train, preset["vocab_size"], args.out, progress)
     results.update(progress["data"])
     # SFT samples its batches from the 4000 training demonstrations (the main run draws from a pool
     # as large as its steps): a site is a copy from the prompt, which these trunks learn without
     # fresh data (reward-model span F1 >= 0.94). No SFT curve (the presets have no sft_eval_every).
     validation = [e for k in facts.KS for e in per_k[k]["validation"]]
-    model = t2g.gpt_stage(facts, train, validation, tokenizer, preset, device, args.seed, args.out, progress)
+    model = protocol.gpt_stage(facts, train, validation, tokenizer, preset, device, args.seed, args.out, progress)
     results["sft_training"] = progress["sft"]
 
     # How the SFT policy's sites go wrong, sampled (what PPO starts from) and greedy (what the metric reads)
@@ -281,20 +281,20 @@ def run(args):
     splits = {"train": train, "validation": [e for k in facts.KS for e in per_k[k]["validation"]],
               "test": [e for k in facts.KS for e in per_k[k]["test"]]}
     if "annotate" not in progress:
-        records = t2g.annotate_stage(facts, model, tokenizer, splits, preset["samples_per_prompt"], args.seed, args.out)
+        records = protocol.annotate_stage(facts, model, tokenizer, splits, preset["samples_per_prompt"], args.seed, args.out)
         progress.finish("annotate", {}, start)
     else:
         records = checked(read_annotations, args.out, check=None)
-    records, encoded, _ = checked(t2g.encode_splits, tokenizer, records, model.config.block_size, args.out,
+    records, encoded, _ = checked(protocol.encode_splits, tokenizer, records, model.config.block_size, args.out,
                                   preset["batch_size"])
-    results["reward_model"], reward_models = t2g.reward_stage(model, tokenizer, records, encoded, preset, device,
+    results["reward_model"], reward_models = protocol.reward_stage(model, tokenizer, records, encoded, preset, device,
                                                               [args.seed], args.out, progress, REWARD_MODELS)
     start = time.time()
     if "reward_per_k" not in progress:
         per_k_rm = {}
         for k in facts.KS:
             rows = [j for j, r in enumerate(records["test"]) if facts.count_sites(r["prompt"]) == k]
-            metrics = t2g.reward_metrics(reward_models["cot"], tokenizer, [records["test"][j] for j in rows],
+            metrics = measures.reward_metrics(reward_models["cot"], tokenizer, [records["test"][j] for j in rows],
                                          [encoded["test"][j] for j in rows])
             per_k_rm[str(k)] = {key: metrics[key] for key in ("positive_f1", "negative_f1", "exact_span_match")}
         progress.finish("reward_per_k", {"reward_per_k": per_k_rm}, start)

@@ -1,5 +1,5 @@
 """The guards against a gamed reward (guards.shaped_scores, the sweep's defaults) and the over-optimisation
-measurement (experiments.protocol.overoptimisation), and the reward model's refresh (reward.Refresh),
+measurement (experiments.measures.overoptimisation), and the reward model's refresh (reward.Refresh),
 against hand-worked numbers."""
 import pytest
 import torch
@@ -9,7 +9,8 @@ import ppo
 import text2grad
 from data import facts, get_task
 from data.tokenizer import Tokenizer, training_texts
-from experiments.protocol import PRESETS, configs, overoptimisation
+from experiments.measures import overoptimisation
+from experiments.protocol import PRESETS, configs
 from experiments.sweep import SWEEP_PRESETS
 from model import GPT, GPTConfig, generate
 from reward import MAX_CRITIQUE_TOKENS, RefreshConfig, RewardModel, encode_sample, layout

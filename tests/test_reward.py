@@ -9,7 +9,7 @@ from experiments import checkpoint
 from data.tokenizer import Tokenizer
 from experiments.terminal import colour_tokens
 from model import GPT, GPTConfig
-from experiments.protocol import span_details
+from experiments.measures import span_details
 from reward import IGNORE, RewardModel, collate, encode_record, layout, span_metrics, train_reward_model
 
 RECORDS = [
