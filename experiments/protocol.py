@@ -349,7 +349,7 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
 def run(args):
     """The experiment on one task. Each stage is recorded in progress.json when it finishes; with
     --resume, finished stages are loaded from their files instead of run again (a stage that was
-    stopped runs again from its start, to the same numbers)."""
+    stopped runs again from its start, to the same numbers up to float32 rounding)."""
     task = get_task(args.task)
     praise = args.praise or PRAISE[task.NAME]
     preset = {**PRESETS[args.preset], "ppo": {**PRESETS[args.preset]["ppo"], "praise": praise}}

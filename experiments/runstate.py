@@ -11,7 +11,8 @@
 
 Resume is by stage: a stage writes its files, then is marked finished. Ctrl-C stops a run at once;
 every file written is whole (atomic_save), and --resume runs the stopped stage again from its start,
-which gives the same numbers as a run never stopped (every random draw is seeded). A trained model
+which gives the same numbers as a run never stopped, to float32 rounding (every random draw is
+seeded; DETAILS.md, Precision). A trained model
 handed from one stage to the next is a checkpoint (experiments/checkpoint.py).
 """
 import argparse

@@ -1,8 +1,9 @@
 """The whole pipeline at the "tiny" preset (seconds on a CPU): what a run leaves on disk.
 
-Every run here is pinned to --device cpu: the tests compare runs number for number, and only the
-CPU is bit-exact (CUDA's attention and embedding backward passes are not deterministic, and bf16
-autocast is on there). tests/test_cuda.py runs the pipeline on a GPU."""
+Every run here is pinned to --device cpu: the tests compare runs number for number (in one process;
+a resumed run, in a new one, to float32 rounding: see close), and only the CPU repeats itself
+(CUDA's attention and embedding backward passes are not deterministic, and bf16 autocast is on
+there). tests/test_cuda.py runs the pipeline on a GPU."""
 import json
 import os
 import shutil
@@ -144,6 +145,27 @@ def metrics(path):
     return strip(json.loads(path.read_text()))
 
 
+def close(a, b, rel=1e-4, abs_=1e-6):
+    """a == b, except that floats need only agree to rel (or abs_ near zero). A resumed stage runs
+    in a new process, where MKL's float32 matrix products may round a sum differently, by a unit in
+    the last place (seen once in CI, not here): the same computation, not a bit-exact one."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k], rel, abs_) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y, rel, abs_) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, (int, float)):
+        return a == pytest.approx(b, rel=rel, abs=abs_)
+    return a == b
+
+
+def test_close_tells_rounding_from_a_different_run():
+    assert close({"loss": [5.069726085662841, 3], "n": "x"}, {"loss": [5.0697262525558475, 3], "n": "x"})
+    assert not close({"loss": [5.0697, 3]}, {"loss": [5.0707, 3]})       # 2e-4 apart
+    assert not close({"loss": [5.0, 3]}, {"loss": [5.0, 4]})             # an integer differs
+    assert not close({"loss": [5.0]}, {"loss": [5.0, 1.0]})              # a point missing
+    assert not close({"a": 1.0}, {"b": 1.0})
+
+
 def finished(out):
     """The stages progress.json marks finished (none before it is written)."""
     try:
@@ -179,7 +201,7 @@ def test_killed_and_resumed_run_gives_the_same_numbers(run_all, tmp_path):
         assert code == -signal.SIGKILL, f"the run ended before {stage} finished"
         assert not (tmp_path / "summarize" / "results.json").exists()
     protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
-    assert metrics(tmp_path / "summarize" / "results.json") == metrics(run_all / "summarize" / "results.json")
+    assert close(metrics(tmp_path / "summarize" / "results.json"), metrics(run_all / "summarize" / "results.json"))
 
 
 @pytest.mark.slow
@@ -190,7 +212,7 @@ def test_ctrl_c_stops_with_one_line_and_resume_finishes(run_all, tmp_path):
     assert "reward/scalar" in progress["done"] and "showcase" not in progress["done"]
     assert not (tmp_path / "summarize" / "results.json").exists()
     protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
-    assert metrics(tmp_path / "summarize" / "results.json") == metrics(run_all / "summarize" / "results.json")
+    assert close(metrics(tmp_path / "summarize" / "results.json"), metrics(run_all / "summarize" / "results.json"))
 
 
 def test_resume_with_more_seeds_adds_their_runs(run_all, tmp_path):
