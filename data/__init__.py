@@ -58,25 +58,31 @@ def document(task, example, rng, turns=12):
 
 
 def make_splits(task, sizes, seed=0):
-    """{split: [Example]} with no prompt shared between splits.
+    """{split: [Example]} with no example shared between splits.
 
-    sizes: {"train": n, "validation": n, "test": n}. Held-out splits are drawn first and any
-    training example whose prompt also appears in a held-out split is dropped, so the reported
-    metrics are never measured on a prompt the policy was trained on.
+    sizes: {"train": n, "validation": n, "test": n}. Held-out splits are drawn first and any later
+    example that shares task.held_out_key(example) with an earlier one is dropped (the key is the
+    prompt unless the task says more: code's program up to renaming, qa's passage), so the reported
+    metrics are never measured on a problem the policy was trained on under other names.
     """
+    key = getattr(task, "held_out_key", lambda e: e.prompt)
     splits, held_out = {}, set()
     for k, split in enumerate(("test", "validation", "train")):
-        examples = task.make_examples(sizes[split], seed=seed * 1000 + k)
-        examples = [e for e in examples if e.prompt not in held_out]
-        held_out.update(e.prompt for e in examples)
-        splits[split] = examples
+        examples, drawn = [], 0
+        while len(examples) < sizes[split]:  # the first n new ones of the split's stream of examples
+            drawn = 2 * drawn or sizes[split]
+            if drawn > 64 * sizes[split]:
+                raise ValueError(f"{task.NAME}: fewer than {sizes[split]} {split} examples are new to the other splits")
+            examples = [e for e in task.make_examples(drawn, seed=seed * 1000 + k) if key(e) not in held_out]
+        splits[split] = examples[:sizes[split]]
+        held_out.update(key(e) for e in splits[split])
     return {s: splits[s] for s in SPLITS}
 
 
 def experiment_splits(task, sizes, seed):
     """(splits, demonstrations): validation and test of the given sizes, and the training pool of
     sizes["demonstrations"] (or more) examples; splits["train"], PPO's prompts, is its first
-    sizes["train"]. No training prompt is a held-out one (data.make_splits)."""
+    sizes["train"]. No training example is a held-out one, up to renaming (data.make_splits)."""
     pool = max(sizes["train"], sizes["annotated"], sizes["demonstrations"])
     splits = make_splits(task, {"train": pool, "validation": sizes["validation"], "test": sizes["test"]}, seed=seed)
     return {**splits, "train": splits["train"][:sizes["train"]]}, splits["train"]

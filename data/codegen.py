@@ -248,6 +248,13 @@ def make_examples(n, seed):
     return examples
 
 
+def held_out_key(example):
+    """The reference program with its parameters named x and y again: a held-out problem is new only
+    if no training problem has its program under other names (data.make_splits)."""
+    a, b = example.reference[len("def f("):].split(")")[0].split(", ")
+    return re.sub(r"\b\w\b", lambda m: {a: "x", b: "y"}.get(m.group(), m.group()), example.reference)
+
+
 def follow_up(example, rng):
     """One more turn (text, answer) of a pretraining document (data.document): another program for
     the same spec, the reference itself half the time and otherwise the reference with one of the

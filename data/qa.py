@@ -185,6 +185,12 @@ def make_examples(n, seed):
     return examples
 
 
+def held_out_key(example):
+    """The passage: a held-out question is new only if no training question is asked of its
+    passage (data.make_splits)."""
+    return example.prompt.split(" Question: ")[0]
+
+
 def another_question(example, rng):
     """Another question (of any kind) on example's passage: an Example whose prompt is the same
     passage with a new question."""
