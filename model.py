@@ -15,7 +15,7 @@ in one attention step; without it this GPT answers qa's look-ups at chance (the 
 Padding: with an attention_mask (left padding: generation, PPO), positions count real tokens only
 and padded keys are never attended to, so a sequence gets the same numbers whatever its padding.
 Precision: float32 weights; on CUDA the forward runs under bf16 autocast (model.bf16), LayerNorm,
-softmax and every loss in float32; on CPU everything is float32, so CPU runs are bit-exact.
+softmax and every loss in float32; on CPU everything is float32, so a CPU run repeats itself.
 
 Left out on purpose: dropout (RL needs none, and the toy data is plentiful), weight decay groups.
 """
@@ -67,10 +67,7 @@ class Canon(nn.Module):
         inputs before these T positions (and updated with them), or None. -> (B, T, C)"""
         if token_mask is not None:
             h = h * token_mask
-        if cache is None:
-            before = h.new_zeros(h.shape[0], self.k - 1, h.shape[2])
-        else:
-            before = cache.canon[layer]
+        before = h.new_zeros(h.shape[0], self.k - 1, h.shape[2]) if cache is None else cache.canon[layer]
         window = torch.cat([before, h], dim=1)  # (B, k - 1 + T, C)
         if cache is not None:
             cache.canon[layer] = window[:, window.shape[1] - (self.k - 1):]
@@ -94,10 +91,7 @@ class CausalSelfAttention(nn.Module):
             cache.k[layer, :, :, start:start + T] = k
             cache.v[layer, :, :, start:start + T] = v
             k, v = cache.k[layer, :, :, :start + T], cache.v[layer, :, :, :start + T]  # (B, H, S, D)
-        if mask is None:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)  # (B, H, T, D)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
 

@@ -75,13 +75,16 @@ LAMBDAS = {"summarize": {"ppo_scalar": 0.95, "text2grad": 0.95, "oracle_scalar":
 # The reward models: name -> (kind, cot). "cot" is Text2Grad's (critique first, then a label per
 # token); "no_cot" the paper's ablation without the critique; "scalar" one score per response.
 REWARD_MODELS = {"cot": ("span", True), "no_cot": ("span", False), "scalar": ("scalar", False)}
-# The 2 x 2: method -> (who judges, where the reward lands).
+# The 2 x 2, and a fifth method: method -> (who judges, where the reward lands).
 #                        every token                last token
-#   learned model        text2grad (cot)            ppo_scalar (scalar)
+#   learned model        text2grad (cot)            text2grad_last (cot), ppo_scalar (scalar)
 #   the critic itself    oracle                     oracle_scalar
-# Across a row only the placement changes; down a column only the judge.
-METHODS = {"ppo_scalar": ("scalar", "last"), "text2grad": ("cot", "every"), "oracle_scalar": ("critic", "last"),
-           "oracle": ("critic", "every")}
+# Across a row only the placement changes (text2grad - text2grad_last, oracle - oracle_scalar);
+# down the every-token column only the judge; text2grad_last - ppo_scalar: which learned judge.
+METHODS = {"ppo_scalar": ("scalar", "last"), "text2grad_last": ("cot", "last"), "text2grad": ("cot", "every"),
+           "oracle_scalar": ("critic", "last"), "oracle": ("critic", "every")}
+CONTRASTS = {"placement, learned": ("text2grad", "text2grad_last"), "placement, critic": ("oracle", "oracle_scalar"),
+             "judge, every token": ("oracle", "text2grad"), "learned judge, last": ("text2grad_last", "ppo_scalar")}
 
 
 def reward_function(method, task, tokenizer, examples, reward_models, shaping=None):
@@ -199,12 +202,14 @@ def run(config):
 
     print(f"\n{task.NAME}, seed {config.seed}: validation {task.PRIMARY} by update (every {config.eval_every}), then "
           f"test. One seed: how much a difference means is for the lab's intervals (experiments/protocol.py)")
-    print(f"{'method':14s} {'judge':7s} {'lands on':11s} {'lambda':>6s}  {'validation curve':32s} {'test':>6s}")
+    print(f"{'method':19s} {'judge':7s} {'lands on':11s} {'lambda':>6s}  {'validation curve':32s} {'test':>6s}")
     for method, (lam, curve, test) in table.items():
         judge, where = METHODS.get(method, ("-", "-"))
-        where = {"every": "every token", "last": "last token"}.get(where, where)
-        print(f"{method:14s} {judge:7s} {where:11s} {'-' if lam is None else lam:>6}  "
+        print(f"{method:19s} {judge:7s} {where if where == '-' else where + ' token':11s} {'-' if lam is None else lam:>6}  "
               f"{' '.join(f'{s:.2f}' for s in curve):32s} {test:6.3f}")
+    for name, (a, b) in CONTRASTS.items():  # what placement did, and what the judge did, on this run
+        curve = " ".join(f"{x - y:+.2f}" for x, y in zip(table[a][1], table[b][1]))
+        print(f"{name:19s} {a} - {b}".ljust(47) + f" {curve:32s} {table[a][2] - table[b][2]:+6.3f}")
     return table
 
 

@@ -23,9 +23,11 @@ from experiments.summary import summarise
 from experiments.runstate import atomic_save
 
 # One colour per method, the same in every chart and table.
-COLOURS = {"sft": "#7f7f7f", "ppo_scalar": "#e08a1e", "text2grad": "#1f6fb4", "text2grad_no_cot": "#8e5bb5",
+COLOURS = {"sft": "#7f7f7f", "ppo_scalar": "#e08a1e", "text2grad": "#1f6fb4", "text2grad_last": "#6fa8dc",
+           "text2grad_no_cot": "#8e5bb5",
            "oracle_scalar": "#b5892f", "oracle": "#2f9e44"}
-LABELS = {"sft": "SFT policy", "ppo_scalar": "scalar PPO", "text2grad": "Text2Grad", "text2grad_no_cot":
+LABELS = {"sft": "SFT policy", "ppo_scalar": "scalar PPO", "text2grad": "Text2Grad", "text2grad_last":
+          "Text2Grad's model, summed on the last token", "text2grad_no_cot":
           "Text2Grad, no critique", "oracle_scalar": "critic, summed on the last token", "oracle": "critic's spans"}
 PALETTE = ("#222222", "#c2185b", "#00838f", "#9e9d24")  # not the methods' colours
 def colour(name, names):

@@ -78,10 +78,12 @@ def configs(fields, **extra):
 
 
 # The paired differences the verdicts read, fixed before any run: (a, b) -> a - b per seed. Across
-# each row of the 2x2 (where the reward lands), down each column (who judges), and the diagonal.
-# experiments/summary.py computes them from results.json.
-COMPARISONS = [("text2grad", "ppo_scalar"), ("oracle", "oracle_scalar"), ("oracle", "text2grad"),
-               ("oracle_scalar", "ppo_scalar"), ("text2grad", "oracle_scalar")]
+# each row of the 2x2 (where the reward lands: text2grad - text2grad_last is placement alone, the
+# same learned model), down each column (who judges), which learned judge on the last token, and the
+# diagonal. experiments/summary.py computes them from results.json.
+COMPARISONS = [("text2grad", "ppo_scalar"), ("text2grad", "text2grad_last"), ("oracle", "oracle_scalar"),
+               ("oracle", "text2grad"), ("oracle_scalar", "ppo_scalar"), ("text2grad_last", "ppo_scalar"),
+               ("text2grad", "oracle_scalar")]
 SEEDED_METRICS = ("positive_f1", "negative_f1", "exact_span_match", "critique_rougeL")  # kept per reward-model seed
 
 

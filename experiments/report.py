@@ -132,13 +132,15 @@ def swatch(name):
 
 
 def two_by_two(methods, metric):
-    """The four methods that separate who judges from where the reward lands, as a 2 x 2 of test scores."""
+    """The methods that separate who judges from where the reward lands, as a 2 x 2 of test scores (the
+    learned row twice: Text2Grad's model on either token, and the scalar model on the last)."""
     cell = lambda n: (f"{swatch(n)}<br>{methods[n]['score']:.3f} ± {methods[n]['ci95']:.3f}" if n in methods else "-")
     return ("<p>Two questions, one change each: down a column only <i>who judges</i> changes (a learned reward "
             "model or the task's critic itself); across a row only <i>where the reward lands</i> (on every token, "
             f"or summed onto the last one). Test {metric}, mean ± 95% interval over seeds:</p>"
             + table(["who judges \\ where it lands", "every token (delta_t)", "last token (sum_t delta_t)"],
-                    [["learned reward model", cell("text2grad"), cell("ppo_scalar")],
+                    [["learned reward model (Text2Grad's)", cell("text2grad"), cell("text2grad_last")],
+                     ["learned reward model (scalar)", "-", cell("ppo_scalar")],
                      ["the critic itself", cell("oracle"), cell("oracle_scalar")]]))
 
 

@@ -11,7 +11,7 @@ over sum-only feedback between sqrt(K) and K in regret (K to K^2 in the updates 
 given level); this sweep measures it in updates.
 
     data -> tokenizer -> one SFT policy (K mixed) -> annotate -> reward models (cot, scalar; K
-    mixed) -> per K: the four METHODS of text2grad.py, GAE lambda chosen on validation (by the
+    mixed) -> per K: the METHODS of text2grad.py, GAE lambda chosen on validation (by the
     last quarter of its curve: where a run ends up, not how fast it rose), several seeds, test
     scored at every update -> updates needed to reach 50% and 90% of the gap from SFT to the
     ceiling (every site right) *and hold it* to the end of the budget, read on the test curves
@@ -74,8 +74,8 @@ SWEEP_PRESETS = {
                  updates={1: 2, 2: 2, 4: 2, 8: 2}, eval_every=1, lambdas=(0.5, 0.95), choose_by="last_quarter",
                  test_curve=True, overopt_prompts=4),
 }
-REWARD_MODELS = ("cot", "scalar")  # the ones the four methods read (the no-critique model is not in the sweep)
-RATIOS = [("ppo_scalar", "text2grad"), ("oracle_scalar", "oracle")]  # updates(a) / updates(b): a > 1 favours b
+REWARD_MODELS = ("cot", "scalar")  # the ones the methods read (the no-critique model is not in the sweep)
+RATIOS = [("ppo_scalar", "text2grad"), ("text2grad_last", "text2grad"), ("oracle_scalar", "oracle")]  # updates(a) / updates(b): a > 1 favours b
 THRESHOLDS = (0.5, 0.9)  # the share of the gap from SFT to the ceiling closed
 # The guards against a gamed reward (guards.Guards fields) and the refresh, each alone and together, for the ablation
 # (--ablation): the same guards for both learned-reward methods; what does not apply to a method (the
@@ -148,7 +148,7 @@ def growth(a, b, a1, b1, seed=0):
 
 
 def sweep_k(k, model, tokenizer, splits, reward_models, items, preset, seeds, compile, out, args):
-    """The four methods at one K, in out/k{K} (its own progress.json); returns that K's results."""
+    """The methods at one K, in out/k{K} (its own progress.json); returns that K's results."""
     folder = os.path.join(out, f"k{k}")
     os.makedirs(folder, exist_ok=True)
     progress = Progress(folder, {"k": k, "preset": args.preset, "seed": args.seed}, args.resume)

@@ -105,6 +105,25 @@ def test_learned_span_rewards_land_on_every_token_with_the_length_guard(setup):
             assert scores[row, t].item() == pytest.approx(expected, abs=1e-6)
 
 
+def test_text2grad_last_is_the_same_guarded_deltas_summed_onto_the_eos(setup):
+    # ("cot", "last"): Text2Grad's own reward model, its guarded per-token scores summed by hand, all
+    # of it on the EOS, nothing anywhere else: placement is the only change from text2grad
+    task, examples, tokenizer = setup
+    responses = [examples[3].demonstration, examples[4].demonstration[:12]]
+    tokens, mask = sampled(tokenizer, responses)
+    lengths = [len(tokenizer.encode(r)) for r in responses]
+    deltas = {n: [(1, -1, 0, 1)[t % 4] for t in range(n)] for n in lengths}
+    shaping = guards.Guards(praise_fade_at=4, praise="token", cut_praise=True)
+    last = text2grad.reward_function("text2grad_last", task, tokenizer, examples, {"cot": FixedSpans(deltas)},
+                                     shaping)([3, 4], tokens, mask)
+    assert text2grad.METHODS["text2grad_last"] == ("cot", "last")
+    for row, n in enumerate(lengths):
+        total = sum(d / (1 + math.exp(-(4 - t) / 4)) if d > 0 else d for t, d in enumerate(deltas[n]))
+        assert tokens[row, n] == tokenizer.eos_id
+        assert last[row, n].item() == pytest.approx(total, abs=1e-5)
+        assert last[row, :n].abs().sum() == 0 and last[row, n + 1:].abs().sum() == 0
+
+
 def test_concentration_hand_worked():
     # two responses of 3 text tokens (a fourth position is padding, whatever its change)
     change = torch.tensor([[-0.3, 0.1, 0.0, 5.0],
