@@ -10,8 +10,10 @@ small interface:
     make_examples(n, seed) -> list[Example]         # seeded, deterministic
     metrics(example, response) -> dict[str, float]  # independent of any learned model
     critique(example, response) -> dict             # the programmatic annotator (see below)
-    follow_up(example, rng) -> (text, answer)       # optional (qa, code): one more turn of a pretraining
+    follow_up(example, rng) -> (text, answer)       # optional: one more turn of a pretraining
                                                     # document on the same example (document)
+    first_turn(example, rng) -> (text, answer)      # optional (summarize): a pretraining document's
+                                                    # first turn, instead of (prompt, reference)
 
 critique() plays the paper's GPT-4o annotator and returns the paper's annotation shape:
     {"textual_feedback": str, "good_spans": [str], "poor_spans": [str]}
@@ -46,12 +48,13 @@ def get_task(name):
 
 def document(task, example, rng, turns=12):
     """What the pretraining stage reads of one training example: turns [(text, answer)] of correct
-    text only, the example's prompt and reference first. A task with follow_up adds turns - 1 more
+    text only, the example's prompt and reference first (or the task's first_turn: summarize reads
+    questions on the post, never a summary). A task with follow_up adds turns - 1 more
     on the same example (qa: another question on the passage, whose text is the question alone, the
     passage being already in the context; code: another program for the spec and its check), so
     that one sequence supervises many look-ups or comparisons instead of one (as many turns as fit
     in the block: sft.document_batch)."""
-    doc = [(example.prompt, example.reference)]
+    doc = [task.first_turn(example, rng) if hasattr(task, "first_turn") else (example.prompt, example.reference)]
     if hasattr(task, "follow_up"):
         doc += [task.follow_up(example, rng) for _ in range(turns - 1)]
     return doc

@@ -35,11 +35,14 @@ from data.metrics import rouge
 NAME = "summarize"
 PRIMARY = "rougeL"
 
-# Chance that a demonstration carries each flaw kind (independently of the others).
+# Chance that a demonstration carries each flaw kind, independently of the others: 1.6 flaws in an
+# average demonstration, each named by the critic, so that a summed verdict hides which part was
+# wrong. A left-out plan stays rare: an omission has no span to blame, and at 0.5 PPO learned to
+# leave the plan out (every method's ROUGE-L fell from 0.68 to 0.61 in the first look).
 FLAW_RATES = {
-    "redundant": 0.65,       # two side details appended (the advice if any, the years, a feeling)
-    "wrong_number": 0.15,    # the age or the years replace the amount
-    "wrong_name": 0.1,       # the friend's name replaces the poster's (the post names the friend
+    "redundant": 0.5,        # two side details appended (the advice if any, the years, a feeling)
+    "wrong_number": 0.5,     # the age or the years replace the amount
+    "wrong_name": 0.5,       # the friend's name replaces the poster's (the post names the friend
                              # only when it quotes their advice)
     "missing_action": 0.1,   # the plan is left out
 }
@@ -117,6 +120,26 @@ def make_examples(n, seed):
         demonstration = _summary(facts, shown_name, shown_amount, action, extra)
         examples.append(Example(prompt, reference, demonstration, flaws, facts))
     return examples
+
+
+def _questions(facts):
+    """(question, answer) about a post's facts: what its pretraining documents teach to read off a
+    post (data.document), never the summary's sentence, so PPO starts from a policy that learned
+    to summarise from the flawed demonstrations alone."""
+    pairs = [("Who wrote the post?", facts["name"]), ("How old is the author?", str(facts["age"])),
+             (f"How long has {facts['name']} lived there?", f"{facts['years']} years"),
+             (f"What did the {facts['who']} do?", f"{facts['did']} {facts['amount']} {facts['unit']}"),
+             (f"What is {facts['name']} thinking about?", facts["action"])]
+    return pairs + ([(f"What does {facts['friend']} say?", facts["advice"])] if facts["advice"] else [])
+
+
+def first_turn(example, rng):
+    question, answer = rng.choice(_questions(example.facts))
+    return f"{example.prompt} Question: {question}", answer
+
+
+def follow_up(example, rng):
+    return rng.choice(_questions(example.facts))
 
 
 def metrics(example, response):

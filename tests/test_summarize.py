@@ -69,6 +69,21 @@ def test_critic_hand_examples():
     assert "age" in summarize.critique(EXAMPLE, distractor)["textual_feedback"]
 
 
+def test_critic_names_each_of_several_flaws():
+    # four independent flaws in one response (the demonstrations now carry 1.6 on average): the
+    # friend's name, the age for the amount, a side remark, no plan. Each is quoted or named on its own.
+    four = "Omar's landlord raised the rent by 24 dollars, which feels unfair."
+    a = summarize.critique(EXAMPLE, four)
+    assert a["poor_spans"] == ["Omar", "24 dollars", "which feels unfair"] and a["good_spans"] == []
+    sentences = a["textual_feedback"].split(". ")
+    assert any("Omar" in s and "Maya" in s for s in sentences)                 # who wrote it
+    assert any("24" in s and "age" in s and "300 dollars" in s for s in sentences)  # the amount
+    assert any("which feels unfair" in s for s in sentences)                    # the side remark
+    assert any("moving out" in s for s in sentences)                            # the plan
+    examples = summarize.make_examples(3000, 5)
+    assert sum(len(e.flaws) for e in examples) / len(examples) == pytest.approx(sum(summarize.FLAW_RATES.values()), abs=0.06)
+
+
 @pytest.mark.parametrize("response", ["", "???", "Maya Maya Maya", "日本 <script>alert(1)</script>"])
 def test_critic_survives_arbitrary_text(response):
     a = summarize.critique(EXAMPLE, response)
