@@ -94,10 +94,6 @@ def align(text, offsets, annotation):
         else:
             spans.append((found[0], found[1], value))
     delta = span_rewards(offsets, spans, text)
-    stats = {
-        "spans": len(labelled),                           # phrases the annotator quoted
-        "unaligned": unaligned,                           # phrases find_span could not place
-        "labelled_tokens": sum(d != 0 for d in delta),    # tokens with delta != 0
-        "tokens": len(offsets),
-    }
+    stats = {"spans": len(labelled), "unaligned": unaligned,  # phrases quoted; those find_span could not place
+             "labelled_tokens": sum(d != 0 for d in delta), "tokens": len(offsets)}  # tokens with delta != 0; all
     return delta, stats

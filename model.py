@@ -44,8 +44,7 @@ class KVCache:
 
     def __init__(self, config, batch_size, max_len, device, dtype=torch.float32):
         shape = (config.n_layer, batch_size, config.n_head, max_len, config.n_embd // config.n_head)
-        self.k = torch.zeros(shape, device=device, dtype=dtype)
-        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.k, self.v = (torch.zeros(shape, device=device, dtype=dtype) for _ in "kv")
         self.canon = torch.zeros(config.n_layer, batch_size, max(0, config.canon - 1), config.n_embd,
                                  device=device, dtype=dtype)  # zeros: what comes before the first token
         self.length = 0  # positions filled
@@ -228,11 +227,8 @@ def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, gr
     check_every = ALL_DONE_EVERY.get(device.type, 8)
     tokens, logprobs, masks = [], [], []
     for step in range(max_new_tokens):
-        if greedy:
-            token = logits.argmax(-1)
-        else:
-            probs = torch.softmax(logits.float() / temperature, dim=-1)
-            token = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        token = logits.argmax(-1) if greedy else torch.multinomial(
+            torch.softmax(logits.float() / temperature, dim=-1), 1, generator=generator).squeeze(1)
         alive = ~done
         token = torch.where(alive, token, torch.full_like(token, pad_id))
         tokens.append(token)

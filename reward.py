@@ -23,9 +23,10 @@ over response tokens), the span classes weighted by the square root of their inv
 (neutral tokens dominate).
 
 The scalar variant, for the PPO baseline, reads one score from the hidden state of the EOS after
-<|bos|> x <|response|> y <|eos|>. It is trained by squared error on the sum of the same per-token
-labels (sum_t delta_t): the same annotations, squeezed into one number, so both PPO variants get the
-same information budget and differ only in where it lands.
+<|bos|> x <|response|> y <|eos|>. It is trained by squared error on the number the critic's own
+last-token method is paid for the response, sum_t score_t of the same labels through the guards
+(scalar_targets), normalised: the same annotations squeezed into one number, so the PPO variants
+get the same information budget and differ only in where it lands.
 
 Refresh goes on training a reward model as PPO runs, on the policy's own samples annotated by the critic.
 """
@@ -35,11 +36,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import guards
 from align import align
 from data.annotations import annotation_fields
 from data.metrics import rouge_l
 from model import generate, left_pad
-from sft import fit, response_ids
+from sft import MAX_NEW_TOKENS, fit, response_ids
 
 IGNORE = -100          # target value the losses skip
 MAX_CRITIQUE_TOKENS = 96
@@ -134,24 +136,36 @@ def collate(tokenizer, items, kind, cot, device):
 
 # The model
 
-class RewardModel(nn.Module):
-    """kind "span" (with cot True or False) or "scalar"; gpt is the trunk (a copy of the SFT policy)."""
+def scalar_targets(items, shaping):
+    """The scalar model's target per item (B,): sum_t score_t, the deltas through the guards
+    (guards.shaped_scores), the number the critic's last-token method (oracle_scalar) is paid for the
+    response. A response of MAX_NEW_TOKENS tokens was cut at the length limit."""
+    lengths = torch.tensor([len(item["response"]) for item in items])
+    mask = (torch.arange(max(1, int(lengths.max()))) < lengths[:, None]).float()  # (B, N)
+    return guards.shaped_scores([i["delta"] for i in items], [i["response"] for i in items], mask,
+                                lengths < MAX_NEW_TOKENS, shaping).sum(1)
 
-    def __init__(self, gpt, kind="span", cot=True):
+
+class RewardModel(nn.Module):
+    """kind "span" (with cot True or False) or "scalar"; gpt is the trunk (a copy of the SFT policy);
+    shaping (guards.Guards): the guards through which the scalar model's target is summed."""
+
+    def __init__(self, gpt, kind="span", cot=True, shaping=None):
         super().__init__()
-        self.gpt, self.kind, self.cot = gpt, kind, cot and kind == "span"
+        self.gpt, self.kind, self.cot, self.shaping = gpt, kind, cot and kind == "span", shaping or guards.Guards()
         C = gpt.config.n_embd
         self.head = nn.Linear(C, 3) if kind == "span" else nn.Linear(C, 1)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
         self.register_buffer("class_weights", torch.ones(3))
+        self.register_buffer("target_scale", torch.tensor([0.0, 1.0]))  # the scalar target's training mean, std
 
     def loss(self, ids, critique_targets, span_labels, score_position, scores=None):
         """Training loss and its parts. scores (B,) are the scalar targets (kind "scalar")."""
         hidden, logits = self.gpt(ids)  # (B, T, C), (B, T, V)
         if self.kind == "scalar":
             predicted = self.head(hidden[torch.arange(len(ids)), score_position]).squeeze(-1)  # (B,)
-            loss = F.mse_loss(predicted, scores)
+            loss = F.mse_loss(predicted, (scores - self.target_scale[0]) / self.target_scale[1])
             return loss, {"score_mse": loss.detach()}
         span = F.cross_entropy(self.head(hidden).flatten(0, 1), span_labels.flatten(),
                                weight=self.class_weights, ignore_index=IGNORE)
@@ -179,7 +193,7 @@ class RewardModel(nn.Module):
             if self.kind == "scalar":
                 ids, mask = left_pad([h + b + [tokenizer.eos_id] for h, b in zip(heads, bodies)], tokenizer.pad_id, device)
                 hidden, _ = self.gpt(ids, mask)
-                out += self.head(hidden[:, -1]).squeeze(-1).tolist()
+                out += (self.head(hidden[:, -1]).squeeze(-1) * self.target_scale[1] + self.target_scale[0]).tolist()
                 continue
             sequences = [h + b for h, b in zip(heads, bodies)]
             if self.cot:
@@ -206,9 +220,7 @@ class RewardModel(nn.Module):
             labels = self.head(hidden).argmax(-1) - 1  # (B, T), delta at every position
             # left padding puts every response copy at the end of its row
             out += [labels[j, ids.shape[1] - len(b):].tolist() if b else [] for j, b in enumerate(bodies)]
-        if self.kind == "scalar":
-            return out
-        return (out_critiques if self.cot else [""] * len(out)), out
+        return out if self.kind == "scalar" else ((out_critiques if self.cot else [""] * len(out)), out)
 
 
 def train_reward_model(model, tokenizer, items, steps, batch_size, lr, device, seed, desc="reward model", fresh=None):
@@ -220,6 +232,9 @@ def train_reward_model(model, tokenizer, items, steps, batch_size, lr, device, s
     if model.kind == "span" and fresh is None:
         counts = torch.bincount(torch.tensor([d + 1 for item in items for d in item["delta"]]), minlength=3).float()
         model.class_weights.copy_((counts.sum() / (3 * counts.clamp(min=1))).sqrt())
+    if model.kind == "scalar" and fresh is None:  # the target normalised by its training mean and std
+        targets = scalar_targets(items, model.shaping)
+        model.target_scale.copy_(torch.stack([targets.mean(), targets.std().clamp(min=1e-6)]))
 
     def batch_loss(step, rng):
         if fresh is None:
@@ -227,7 +242,7 @@ def train_reward_model(model, tokenizer, items, steps, batch_size, lr, device, s
         else:
             batch = [rng.choice(fresh) for _ in range(batch_size // 2)] + rng.sample(items, batch_size - batch_size // 2)
         ids, critique_targets, span_labels, score_position = collate(tokenizer, batch, model.kind, model.cot, device)
-        scores = torch.tensor([float(sum(item["delta"])) for item in batch], device=device)
+        scores = scalar_targets(batch, model.shaping).to(device) if model.kind == "scalar" else None
         return model.loss(ids, critique_targets, span_labels, score_position, scores)
 
     return fit(model, batch_loss, steps, lr, desc=desc, seed=seed)[0]
@@ -298,15 +313,13 @@ def span_metrics(predicted, gold):
 
 def evaluate_reward_model(model, tokenizer, records, items):
     """On held-out annotated records: span metrics and critique ROUGE-L against the critic's (span
-    kinds), or the error and correlation of the score against sum_t delta_t (scalar).
+    kinds), or the error and correlation of the score against its target, scalar_targets (scalar).
     Returns (metrics, critiques, deltas or scores)."""
     prompts, responses = [r["prompt"] for r in records], [r["response"] for r in records]
     if model.kind == "scalar":
         scores = model.predict(tokenizer, prompts, responses)
-        target = torch.tensor([float(sum(item["delta"])) for item in items])
-        predicted = torch.tensor(scores)
-        correlation = torch.corrcoef(torch.stack([predicted, target]))[0, 1].item()
-        return {"score_mse": F.mse_loss(predicted, target).item(), "score_correlation": correlation}, None, scores
+        pair = torch.stack([torch.tensor(scores), scalar_targets(items, model.shaping)])
+        return {"score_mse": F.mse_loss(*pair).item(), "score_correlation": torch.corrcoef(pair)[0, 1].item()}, None, scores
     critiques, deltas = model.predict(tokenizer, prompts, responses)
     result = span_metrics(deltas, [item["delta"] for item in items])
     if model.cot:

@@ -15,7 +15,6 @@ import argparse
 import copy
 import dataclasses
 import time
-from dataclasses import dataclass
 
 import torch
 
@@ -31,7 +30,7 @@ from reward import Refresh, RefreshConfig, RewardModel, encode_records, evaluate
 from sft import MAX_NEW_TOKENS, evaluate, mean_metrics, respond, response_ids, train_sft
 
 
-@dataclass
+@dataclasses.dataclass
 class Config:  # a first look's sizes, a few minutes on 2 CPU cores; the lab's experiment is larger
     task: str = "summarize"       # the toy task: summarize, code or qa (data/)
     seed: int = 0                 # every random draw: data, weights, batches, samples
@@ -93,7 +92,8 @@ def reward_function(method, task, tokenizer, examples, reward_models, shaping=No
       judge "cot"     Text2Grad's reward model writes a critique, then a delta per token
             "no_cot"  the same model without the critique
             "critic"  the task's own critic, its spans aligned to the sampled tokens
-            "scalar"  the scalar reward model: one number per response, trained on sum_t delta_t
+            "scalar"  the scalar reward model: one number per response, trained on what "critic",
+                      "last" is paid (reward.scalar_targets)
       where "every"   score_t = delta_t on every response token, through the guards (guards.shaped_scores)
             "last"    the same scores summed, sum_t score_t, on the last real token, 0 elsewhere
                       (ppo.final_scores): the same information in one number. The scalar model's
@@ -145,11 +145,10 @@ def run(config):
     # data and tokenizer: the tokenizer reads the training split only
     splits, demonstrations = experiment_splits(task, dataclasses.asdict(config), config.seed)
     tokenizer = Tokenizer.train(training_texts(task, splits["train"]), config.vocab_size)
-    gpt_config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=config.block_size, n_layer=config.n_layer,
-                           n_head=config.n_head, n_embd=config.n_embd)
 
     # pretraining on the task's correct text, then SFT on the flawed demonstrations
-    policy = GPT(gpt_config).to(device)
+    policy = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=config.block_size, n_layer=config.n_layer,
+                           n_head=config.n_head, n_embd=config.n_embd)).to(device)
     train_sft(policy, tokenizer, demonstrations, config.pretrain_steps, config.batch_size, config.lr, device,
               config.seed, document=lambda e, rng: document(task, e, rng), desc="pretraining")
     train_sft(policy, tokenizer, demonstrations, config.sft_steps, config.batch_size, config.lr, device, config.seed)
@@ -169,20 +168,19 @@ def run(config):
                                                          config.block_size)
 
     # the reward models, each from a copy of the SFT policy: Text2Grad's and the scalar one
-    reward_models = {}
+    reward_models, shaping = {}, guards.Guards(praise=PRAISE[task.NAME])  # the guards PPO is paid through
     for name in sorted({judge for judge, _ in METHODS.values() if judge in REWARD_MODELS}):
         kind, cot = REWARD_MODELS[name]
-        model = RewardModel(copy.deepcopy(policy), kind, cot).to(device)
+        model = RewardModel(copy.deepcopy(policy), kind, cot, shaping).to(device)
         train_reward_model(model, tokenizer, items["train"], config.reward_steps, config.batch_size,
                            config.reward_lr, device, config.seed, desc=f"reward model ({name})")
         metrics, _, _ = evaluate_reward_model(model, tokenizer, records["test"], items["test"])
         say(f"reward model {name}: " + (f"test span F1 praised {metrics['positive_f1']:.3f}, blamed "
                                         f"{metrics['negative_f1']:.3f}" if kind == "span" else
-                                        f"test correlation with sum_t delta_t {metrics['score_correlation']:.3f}"))
+                                        f"test correlation with its target {metrics['score_correlation']:.3f}"))
         reward_models[name] = model
 
     # PPO from the SFT policy with each method's reward; the same prompts and seed for every method
-    shaping, refresh = guards.Guards(praise=PRAISE[task.NAME]), RefreshConfig()
     prompts = [tokenizer.prompt(e.prompt) for e in splits["train"]]
     table = {"sft": (None, [sft_test[task.PRIMARY]], sft_test[task.PRIMARY])}
     for method in METHODS:
@@ -190,8 +188,8 @@ def run(config):
         ppo_config = ppo.PPOConfig(updates=config.updates, batch_size=config.ppo_batch_size,
                                    minibatch_size=config.minibatch_size, lr=config.ppo_lr, lam=lam,
                                    max_new_tokens=MAX_NEW_TOKENS, compile=config.compile)
-        reward, _ = method_reward(method, task, tokenizer, splits["train"], reward_models, shaping, refresh,
-                                  items["train"], config.seed)
+        reward, _ = method_reward(method, task, tokenizer, splits["train"], reward_models, shaping,
+                                  RefreshConfig(), items["train"], config.seed)
         trained = ppo.PolicyWithValue(copy.deepcopy(policy), ppo_config.detach_value)
         curve, _, _ = ppo.train(trained, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, ppo_config,
                                 seed=config.seed, evaluate=lambda gpt: mean_metrics(task, gpt, tokenizer, splits["validation"])[task.PRIMARY],

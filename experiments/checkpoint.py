@@ -11,13 +11,15 @@ from dataclasses import asdict
 import torch
 
 from data.tokenizer import Tokenizer
+from guards import Guards
 from model import GPT, GPTConfig
 from reward import RewardModel
 from experiments.runstate import atomic_save, fail
 
 
 def save_checkpoint(path, model, tokenizer, step, **extra):
-    """Weights, the GPT config, the tokenizer and the step; extra keys (a reward model's kind) too."""
+    """Weights, the GPT config, the tokenizer and the step; extra keys (a reward model's kind, cot and
+    the guards its scalar target sums through) too."""
     config = model.gpt.config if isinstance(model, RewardModel) else model.config
     atomic_save({"model": model.state_dict(), "config": asdict(config), "tokenizer": tokenizer.to_json(),
                  "step": step, **extra}, path)
@@ -42,6 +44,6 @@ def load_checkpoint(path, device="cpu", tokenizer=None, config=None):
              f"use another --out")
     model = GPT(GPTConfig(**ckpt["config"]))
     if "kind" in ckpt:
-        model = RewardModel(model, ckpt["kind"], ckpt["cot"])
+        model = RewardModel(model, ckpt["kind"], ckpt["cot"], Guards(**ckpt.get("shaping", {})))
     model.load_state_dict(ckpt["model"])
     return model.to(device).eval(), Tokenizer.from_json(ckpt["tokenizer"]), ckpt["step"]

@@ -210,6 +210,7 @@ def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out,
     (for comparing settings, e.g. --reward-start, without reading test).
     Returns ({name: the first seed's metrics, with "seeds": {metric: [per seed]}}, {name: model})."""
     results, models = {}, {}
+    shaping = configs(preset["ppo"])[1]  # the guards PPO is paid through: the scalar model's target sums through them
     for name in names:
         kind, cot = REWARD_MODELS[name]
         stages = {seed: f"reward/{name}" + ("" if seed == seeds[0] else f"/{seed}")
@@ -218,12 +219,12 @@ def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out,
             if stage in progress:
                 continue
             start = time.time()
-            model = RewardModel(copy.deepcopy(trunk), kind, cot).to(device)
+            model = RewardModel(copy.deepcopy(trunk), kind, cot, shaping).to(device)
             losses = train_reward_model(model, tokenizer, encoded["train"], preset["reward_steps"], preset["batch_size"],
                                         preset["reward_lr"], device, seed, desc=f"reward model ({name}, seed {seed})")
             if seed == seeds[0]:
                 save_checkpoint(os.path.join(out, f"reward_{name}.pt"), model, tokenizer, preset["reward_steps"],
-                                kind=kind, cot=cot)
+                                kind=kind, cot=cot, shaping=dataclasses.asdict(shaping))
             metrics = reward_metrics(model, tokenizer, records["test"], encoded["test"])
             validation = reward_metrics(model, tokenizer, records["validation"], encoded["validation"])
             metrics.update(final_loss=sum(losses[-20:]) / len(losses[-20:]), validation=validation)

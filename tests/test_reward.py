@@ -1,16 +1,19 @@
 """reward.py: what the losses see, where the labels sit, and that a tiny model memorises its data."""
+import math
 import re
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+import guards
 from experiments import checkpoint
 from data.tokenizer import Tokenizer
 from experiments.terminal import colour_tokens
 from model import GPT, GPTConfig
 from experiments.measures import span_details
-from reward import IGNORE, RewardModel, collate, encode_record, layout, span_metrics, train_reward_model
+from reward import IGNORE, RewardModel, collate, encode_record, layout, scalar_targets, span_metrics, train_reward_model
+from sft import MAX_NEW_TOKENS
 
 RECORDS = [
     {"prompt": "Where does Omar live?", "response": "Omar lives in Rome. He is tall.",
@@ -118,6 +121,25 @@ def test_scalar_head_reads_the_eos(tokenizer, items):
         assert seq[-1] == tokenizer.eos_id
         naive.append(model.head(model.gpt(torch.tensor([seq]))[0][0, -1]).squeeze())
     assert parts["score_mse"].item() == pytest.approx(F.mse_loss(torch.stack(naive), scores).item(), abs=1e-5)
+    # the target is normalised by the training mean and std the model holds; predict() undoes it
+    model.target_scale.copy_(torch.tensor([2.0, 4.0]))
+    _, parts = model.loss(ids, None, None, positions, scores)
+    assert parts["score_mse"].item() == pytest.approx(F.mse_loss(torch.stack(naive), (scores - 2) / 4).item(), abs=1e-5)
+    predicted = model.predict(tokenizer, [r["prompt"] for r in RECORDS], [r["response"] for r in RECORDS])
+    assert predicted == pytest.approx([4 * n.item() + 2 for n in naive], abs=1e-4)
+
+
+def test_scalar_targets_are_what_the_critic_is_paid_on_the_last_token():
+    sigmoid = lambda x: 1 / (1 + math.exp(-x))
+    short = {"response": [5, 6, 7, 8, 5, 6], "delta": [1, 1, -1, 0, 1, 1]}  # a praised phrase said twice
+    cut = {"response": list(range(MAX_NEW_TOKENS)), "delta": [1] * 3 + [-1] * 2 + [0] * (MAX_NEW_TOKENS - 5)}
+    # per phrase: the first "5 6" shares +1, its repeat earns 0; blame -1 per token; the cut response keeps no praise
+    phrase = scalar_targets([short, cut], guards.Guards(praise="phrase", cut_praise=True, praise_fade_at=None))
+    assert phrase.tolist() == pytest.approx([1 - 1 + 0, -2])
+    # per token, fading at position 2: praise at t counts sigmoid((2 - t) / 4); without cut_praise the cut one keeps it
+    token = scalar_targets([short, cut], guards.Guards(praise="token", cut_praise=False, praise_fade_at=2))
+    by_hand = [sum(sigmoid((2 - t) / 4) if d > 0 else d for t, d in enumerate(item["delta"])) for item in (short, cut)]
+    assert token.tolist() == pytest.approx(by_hand, abs=1e-6)
 
 
 def test_span_metrics_hand_worked():
@@ -144,8 +166,9 @@ def test_colouring_keeps_the_text(tokenizer):
 @pytest.mark.parametrize("kind, cot", [("span", True), ("span", False), ("scalar", False)])
 def test_tiny_reward_model_memorises_its_training_set(tokenizer, items, kind, cot):
     torch.manual_seed(0)
+    raw = guards.Guards(praise="token", cut_praise=False, praise_fade_at=None)  # the scalar target: sum_t delta_t
     model = RewardModel(GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=128, n_layer=2, n_head=2,
-                                      n_embd=48)), kind, cot)
+                                      n_embd=48)), kind, cot, raw)
     losses = train_reward_model(model, tokenizer, items, steps=150, batch_size=4, lr=3e-3, device="cpu", seed=0)
     assert losses[-1] < 0.1 * losses[0]
     prompts, responses = [r["prompt"] for r in RECORDS], [r["response"] for r in RECORDS]
