@@ -4,6 +4,7 @@ Every run here is pinned to --device cpu: the tests compare runs number for numb
 a resumed run, in a new one, to float32 rounding: see close), and only the CPU repeats itself
 (CUDA's attention and embedding backward passes are not deterministic, and bf16 autocast is on
 there). tests/test_cuda.py runs the pipeline on a GPU."""
+import copy
 import json
 import os
 import shutil
@@ -12,10 +13,13 @@ import subprocess
 import sys
 import time
 
+import numpy
 import pytest
 
+import reward
 import text2grad
-from experiments import credit_landing, critique_check, protocol, report, value_heads
+from data.annotations import read_jsonl
+from experiments import credit_landing, critique_check, protocol, report, reward_grid, value_heads
 from experiments.run_folder import read_run
 from test_codegen import unmarked
 from test_report import Page
@@ -236,6 +240,34 @@ def test_value_command_compares_the_settings_on_a_finished_run(run_all, tmp_path
     for key, entry in results.items():
         assert len(entry["explained_variance"]) == len(entry["explained_variance_mc"]) == updates
         assert bool(entry["warmup"]) == key.startswith("own head, warm-up")  # only that setting warms up
+
+
+def test_reward_grid_chooses_each_model_on_validation_alone(run_all, tmp_path):
+    shutil.copytree(run_all / "code", tmp_path / "code")
+    (tmp_path / "code" / "annotations_test.jsonl").unlink()  # the test split is never read
+    reward_grid.main(["--out", str(tmp_path / "code"), "--device", "cpu", "--lrs", "1e-3", "3e-3", "--steps", "2", "3"])
+    results = json.loads((tmp_path / "code" / "reward_grid.json").read_text())
+    assert set(results) == {"cot", "scalar"}
+    for name, entry in results.items():
+        grid = entry["grid"]
+        assert [(g["lr"], g["steps"]) for g in grid] == [(1e-3, 2), (1e-3, 3), (3e-3, 2), (3e-3, 3)]
+        top = max(g["validation"] for g in grid)
+        assert entry["chosen"] == next({"lr": g["lr"], "steps": g["steps"]} for g in grid if g["validation"] == top)
+    # the scalar model's measure, by hand: retrain one grid point, correlate its scores with its targets
+    run = read_run(str(tmp_path / "code"), "cpu")
+    records = read_jsonl(str(tmp_path / "code" / "annotations_validation.jsonl"), check=None)
+    train = read_jsonl(str(tmp_path / "code" / "annotations_train.jsonl"), check=None)
+    _, train_items, _ = reward.encode_records(run.tokenizer, train, run.policy.config.block_size)
+    kept, items, _ = reward.encode_records(run.tokenizer, records, run.policy.config.block_size)
+    shaping = protocol.configs(run.preset["ppo"])[1]
+    model = reward.RewardModel(copy.deepcopy(run.policy), "scalar", False, shaping)
+    reward.train_reward_model(model, run.tokenizer, train_items, 3, run.preset["batch_size"], 3e-3, "cpu", run.seed)
+    scores = model.predict(run.tokenizer, [r["prompt"] for r in kept], [r["response"] for r in kept])
+    expected = numpy.corrcoef(scores, reward.scalar_targets(items, shaping).numpy())[0, 1]
+    assert results["scalar"]["grid"][3]["validation"] == pytest.approx(expected, abs=1e-4)
+    code = subprocess.run([sys.executable, "-m", "experiments.reward_grid", "--out", str(tmp_path / "nothing")],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert code.returncode != 0 and "Traceback" not in code.stderr and "experiments.protocol" in code.stderr
 
 
 def test_critique_check_sorts_every_validation_record(run_all, tmp_path):

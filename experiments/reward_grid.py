@@ -1,0 +1,88 @@
+"""Each reward model's learning rate and steps, chosen on validation by its own measure: the scalar
+reward model given the same search as Text2Grad's, before the two are compared through PPO.
+
+    python -m experiments.reward_grid --out runs/code
+
+On a run's folder (`python -m experiments.protocol`, its reward models finished): the run's SFT
+policy, tokenizer and annotations of the train and validation splits. For cot and scalar, one model
+per learning rate x steps of the grid, each from a copy of the SFT policy (the run's default
+--reward-start) with the run's seed, read on the validation records only:
+  cot     the mean of its praised and blamed span F1 (reward.span_metrics)
+  scalar  the correlation of its score with its target (reward.scalar_targets: the critic's labels
+          through the run's guards, summed)
+Prints the table and each model's choice, and writes reward_grid.json. The test split is never
+read; the run's own reward models are not changed.
+"""
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+
+from data.annotations import read_jsonl
+from experiments.protocol import configs, encode_splits
+from experiments.run_folder import read_run
+from experiments.runstate import atomic_save, checked, fail, pick_device
+from reward import RewardModel, evaluate_reward_model, train_reward_model
+from text2grad import REWARD_MODELS
+
+LRS = (5e-4, 2e-3, 5e-3)
+STEPS = (1, 4)  # times the preset's reward_steps
+
+
+def measure(kind, metrics):
+    """The one number a reward model of `kind` is chosen by, from evaluate_reward_model's metrics."""
+    return metrics["score_correlation"] if kind == "scalar" else (metrics["positive_f1"] + metrics["negative_f1"]) / 2
+
+
+def main(argv=None):
+    """python -m experiments.reward_grid --out DIR: each reward model over a grid of learning rates and
+    steps, chosen on validation by its own measure. Writes DIR/reward_grid.json; reads no test data."""
+    parser = argparse.ArgumentParser(prog="python -m experiments.reward_grid", description=main.__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="runs/code", help="a run's folder with its reward models finished (default: runs/code)")
+    parser.add_argument("--models", nargs="+", default=["cot", "scalar"], choices=sorted(REWARD_MODELS))
+    parser.add_argument("--lrs", nargs="+", type=float, default=list(LRS), help=f"learning rates (default: {LRS})")
+    parser.add_argument("--steps", nargs="+", type=int, default=None,
+                        help=f"training steps (default: {STEPS} times the preset's reward_steps)")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if any(lr <= 0 for lr in args.lrs) or any(s <= 0 for s in args.steps or []):
+        parser.error("--lrs and --steps must be positive")
+    run = read_run(args.out, pick_device(args.device))
+    device, preset, tokenizer = next(run.policy.parameters()).device, run.preset, run.tokenizer
+    steps = args.steps or [k * preset["reward_steps"] for k in STEPS]
+    records = {}
+    for split in ("train", "validation"):  # never the test split
+        path = os.path.join(args.out, f"annotations_{split}.jsonl")
+        try:
+            records[split] = checked(read_jsonl, path, check=None)
+        except OSError as error:
+            fail(f"cannot read {path} ({error.strerror}); run python -m experiments.protocol first")
+    records, items, _ = checked(encode_splits, tokenizer, records, run.policy.config.block_size, args.out, preset["batch_size"])
+    shaping = configs(preset["ppo"])[1]  # the guards the run's PPO was paid through, as the reward stage's
+
+    results = {}
+    for name in args.models:
+        kind, cot = REWARD_MODELS[name]
+        grid = []
+        for lr in args.lrs:
+            for n in steps:
+                start = time.time()
+                model = RewardModel(copy.deepcopy(run.policy), kind, cot, shaping).to(device)
+                train_reward_model(model, tokenizer, items["train"], n, preset["batch_size"], lr, device, run.seed,
+                                   desc=f"{name}, lr {lr:g}, {n} steps")
+                metrics, _, _ = evaluate_reward_model(model, tokenizer, records["validation"], items["validation"])
+                grid.append({"lr": lr, "steps": n, "validation": measure(kind, metrics), "time_s": time.time() - start})
+                print(f"[{run.task.NAME}] {name:6s} lr {lr:<8g} steps {n:5d}: validation "
+                      f"{'correlation with its target' if kind == 'scalar' else 'mean span F1'} {grid[-1]['validation']:.3f}")
+        best = max(grid, key=lambda entry: entry["validation"])
+        results[name] = {"grid": grid, "chosen": {"lr": best["lr"], "steps": best["steps"]},
+                         "measure": "score_correlation" if kind == "scalar" else "mean of positive_f1 and negative_f1"}
+        print(f"[{run.task.NAME}] {name}: chosen lr {best['lr']:g}, {best['steps']} steps (validation {best['validation']:.3f})")
+    atomic_save(json.dumps(results, indent=2), os.path.join(args.out, "reward_grid.json"))
+    print(f"-> {os.path.join(args.out, 'reward_grid.json')}")
+
+
+if __name__ == "__main__":
+    main()
