@@ -44,7 +44,7 @@ class KVCache:
 
     def __init__(self, config, batch_size, max_len, device, dtype=torch.float32):
         shape = (config.n_layer, batch_size, config.n_head, max_len, config.n_embd // config.n_head)
-        self.k, self.v = (torch.zeros(shape, device=device, dtype=dtype) for _ in "kv")
+        self.k, self.v = torch.zeros(shape, device=device, dtype=dtype), torch.zeros(shape, device=device, dtype=dtype)
         self.canon = torch.zeros(config.n_layer, batch_size, max(0, config.canon - 1), config.n_embd,
                                  device=device, dtype=dtype)  # zeros: what comes before the first token
         self.length = 0  # positions filled

@@ -139,7 +139,8 @@ def collate(tokenizer, items, kind, cot, device):
 def scalar_targets(items, shaping):
     """The scalar model's target per item (B,): sum_t score_t, the deltas through the guards
     (guards.shaped_scores), the number the critic's last-token method (oracle_scalar) is paid for the
-    response. A response of MAX_NEW_TOKENS tokens was cut at the length limit."""
+    response. A response of MAX_NEW_TOKENS tokens or more counts as cut at the length limit: exact for
+    the refresh's items (the sampled ids), an approximation for annotated records (their text re-encoded)."""
     lengths = torch.tensor([len(item["response"]) for item in items])
     mask = (torch.arange(max(1, int(lengths.max()))) < lengths[:, None]).float()  # (B, N)
     return guards.shaped_scores([i["delta"] for i in items], [i["response"] for i in items], mask,

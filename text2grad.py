@@ -24,7 +24,6 @@ from align import align
 from data import document, experiment_splits, get_task
 from data.annotations import annotate
 from data.tokenizer import Tokenizer, training_texts
-from guards import PRAISE
 from model import GPT, GPTConfig
 from reward import Refresh, RefreshConfig, RewardModel, encode_records, evaluate_reward_model, train_reward_model
 from sft import MAX_NEW_TOKENS, evaluate, mean_metrics, respond, response_ids, train_sft
@@ -78,12 +77,12 @@ REWARD_MODELS = {"cot": ("span", True), "no_cot": ("span", False), "scalar": ("s
 #                        every token                last token
 #   learned model        text2grad (cot)            text2grad_last (cot), ppo_scalar (scalar)
 #   the critic itself    oracle                     oracle_scalar
-# Across a row only the placement changes (text2grad - text2grad_last, oracle - oracle_scalar);
-# down the every-token column only the judge; text2grad_last - ppo_scalar: which learned judge.
+# Across a row only the placement changes, down the every-token column only the judge (CONTRASTS).
 METHODS = {"ppo_scalar": ("scalar", "last"), "text2grad_last": ("cot", "last"), "text2grad": ("cot", "every"),
            "oracle_scalar": ("critic", "last"), "oracle": ("critic", "every")}
-CONTRASTS = {"placement, learned": ("text2grad", "text2grad_last"), "placement, critic": ("oracle", "oracle_scalar"),
-             "judge, every token": ("oracle", "text2grad"), "learned judge, last": ("text2grad_last", "ppo_scalar")}
+CONTRASTS = {"the paper's": ("text2grad", "ppo_scalar"), "placement, learned": ("text2grad", "text2grad_last"),
+             "placement, critic": ("oracle", "oracle_scalar"), "judge, every token": ("oracle", "text2grad"),
+             "learned judge, last": ("text2grad_last", "ppo_scalar")}
 
 
 def reward_function(method, task, tokenizer, examples, reward_models, shaping=None):
@@ -92,8 +91,8 @@ def reward_function(method, task, tokenizer, examples, reward_models, shaping=No
       judge "cot"     Text2Grad's reward model writes a critique, then a delta per token
             "no_cot"  the same model without the critique
             "critic"  the task's own critic, its spans aligned to the sampled tokens
-            "scalar"  the scalar reward model: one number per response, trained on what "critic",
-                      "last" is paid (reward.scalar_targets)
+            "scalar"  the scalar reward model: one number per response, trained on what
+                      oracle_scalar is paid (reward.scalar_targets)
       where "every"   score_t = delta_t on every response token, through the guards (guards.shaped_scores)
             "last"    the same scores summed, sum_t score_t, on the last real token, 0 elsewhere
                       (ppo.final_scores): the same information in one number. The scalar model's
@@ -168,7 +167,7 @@ def run(config):
                                                          config.block_size)
 
     # the reward models, each from a copy of the SFT policy: Text2Grad's and the scalar one
-    reward_models, shaping = {}, guards.Guards(praise=PRAISE[task.NAME])  # the guards PPO is paid through
+    reward_models, shaping = {}, guards.Guards(praise=guards.PRAISE[task.NAME])  # the guards PPO is paid through
     for name in sorted({judge for judge, _ in METHODS.values() if judge in REWARD_MODELS}):
         kind, cot = REWARD_MODELS[name]
         model = RewardModel(copy.deepcopy(policy), kind, cot, shaping).to(device)
@@ -219,8 +218,8 @@ def main(argv=None):
         kind = {"action": argparse.BooleanOptionalAction} if field.type is bool else {"type": field.type}
         parser.add_argument(f"--{field.name.replace('_', '-')}", default=field.default, **kind)
     config = Config(**vars(parser.parse_args(argv)))
-    if config.task not in PRAISE:
-        parser.error(f"--task must be one of {', '.join(PRAISE)}")
+    if config.task not in guards.PRAISE:
+        parser.error(f"--task must be one of {', '.join(guards.PRAISE)}")
     config.device = ("cuda" if torch.cuda.is_available() else "cpu") if config.device == "auto" else config.device
     try:
         torch.zeros(1, device=config.device)

@@ -21,6 +21,8 @@ def save_checkpoint(path, model, tokenizer, step, **extra):
     """Weights, the GPT config, the tokenizer and the step; extra keys (a reward model's kind, cot and
     the guards its scalar target sums through) too."""
     config = model.gpt.config if isinstance(model, RewardModel) else model.config
+    if isinstance(model, RewardModel):  # what load_checkpoint rebuilds it from
+        extra = {"kind": model.kind, "cot": model.cot, "shaping": asdict(model.shaping), **extra}
     atomic_save({"model": model.state_dict(), "config": asdict(config), "tokenizer": tokenizer.to_json(),
                  "step": step, **extra}, path)
 
@@ -43,7 +45,10 @@ def load_checkpoint(path, device="cpu", tokenizer=None, config=None):
         fail(f"{path} was made with another tokenizer than {os.path.dirname(path) or '.'}/tokenizer.json; "
              f"use another --out")
     model = GPT(GPTConfig(**ckpt["config"]))
+    if "kind" in ckpt and "shaping" not in ckpt:
+        fail(f"{path} is a reward model from before its scalar target summed through the guards (commit f0294af); "
+             f"start the run again without --resume, or use another --out")
     if "kind" in ckpt:
-        model = RewardModel(model, ckpt["kind"], ckpt["cot"], Guards(**ckpt.get("shaping", {})))
+        model = RewardModel(model, ckpt["kind"], ckpt["cot"], Guards(**ckpt["shaping"]))
     model.load_state_dict(ckpt["model"])
     return model.to(device).eval(), Tokenizer.from_json(ckpt["tokenizer"]), ckpt["step"]

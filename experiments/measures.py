@@ -97,7 +97,8 @@ def overoptimisation(method, task, tokenizer, examples, reward_models, reference
       proxy       what the method's own judge says, unguarded: sum_t delta_t of the span reward model,
                   the scalar reward model's number (its target sums through the guards:
                   reward.scalar_targets), the critic's sum for the oracle methods
-      gold        the critic's sum_t delta_t (praised minus blamed tokens), the proxy's units
+      gold        the critic's sum_t delta_t (praised minus blamed tokens): the proxy's units, except for
+                  ppo_scalar, whose proxy is in its target's guarded units (a fixed offset on code and qa)
       kl          KL(pi || pi_sft) per response, its k1 estimate sum_t log pi(y_t) - log pi_sft(y_t)
       length      response tokens, EOS included
       criticised  the share of response tokens the critic blames

@@ -224,7 +224,7 @@ def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out,
                                         preset["reward_lr"], device, seed, desc=f"reward model ({name}, seed {seed})")
             if seed == seeds[0]:
                 save_checkpoint(os.path.join(out, f"reward_{name}.pt"), model, tokenizer, preset["reward_steps"],
-                                kind=kind, cot=cot, shaping=dataclasses.asdict(shaping))
+                                kind=kind, cot=cot)
             metrics = reward_metrics(model, tokenizer, records["test"], encoded["test"])
             validation = reward_metrics(model, tokenizer, records["validation"], encoded["validation"])
             metrics.update(final_loss=sum(losses[-20:]) / len(losses[-20:]), validation=validation)

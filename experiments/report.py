@@ -138,7 +138,7 @@ def two_by_two(methods, metric):
     return ("<p>Two questions, one change each: down a column only <i>who judges</i> changes (a learned reward "
             "model or the task's critic itself); across a row only <i>where the reward lands</i> (on every token, "
             f"or summed onto the last one). Test {metric}, mean ± 95% interval over seeds:</p>"
-            + table(["who judges \\ where it lands", "every token (delta_t)", "last token (sum_t delta_t)"],
+            + table(["who judges \\ where it lands", "every token (delta_t)", "last token (sum_t score_t)"],
                     [["learned reward model (Text2Grad's)", cell("text2grad"), cell("text2grad_last")],
                      ["learned reward model (scalar)", "-", cell("ppo_scalar")],
                      ["the critic itself", cell("oracle"), cell("oracle_scalar")]]))

@@ -200,7 +200,9 @@ def ablation(k, model, tokenizer, splits, reward_models, items, preset, seeds, o
     for setting, fields in DEFENCES.items():
         table[setting] = {}
         for name in ABLATION["methods"]:
-            spans = {} if name == "text2grad" else {"praise": "token"}  # no spans: the praise setting does not reach it
+            # no spans: the praise setting does not reach scalar PPO's reward (its model's target was summed
+            # through the preset's guards once, and a refresh keeps that target whatever the setting)
+            spans = {} if name == "text2grad" else {"praise": "token"}
             config, shaping, refresh = protocol.configs({**preset["ppo"], **fields, **spans, "updates": budget,
                                                     "lam": ABLATION["lambda"]}, max_new_tokens=MAX_NEW_TOKENS)
             key = f"praise={shaping.praise}-cut_praise={shaping.cut_praise}"

@@ -192,6 +192,22 @@ def test_reward_checkpoint_round_trip(tmp_path, tokenizer, items):
     prompts, responses = [r["prompt"] for r in RECORDS], [r["response"] for r in RECORDS]
     assert step == 3 and (loaded.kind, loaded.cot) == ("span", False)
     assert loaded.predict(tokenizer, prompts, responses) == model.eval().predict(tokenizer, prompts, responses)
+    # a scalar model keeps its guards and its target's scale; a reward model saved without its guards
+    # (before the scalar target summed through them) ends the run with one line
+    shaping = guards.Guards(praise="token", cut_praise=False, praise_fade_at=7)
+    scalar = RewardModel(GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=128, n_layer=1, n_head=2,
+                                       n_embd=16)), "scalar", False, shaping)
+    torch.nn.init.normal_(scalar.head.weight)
+    scalar.target_scale.copy_(torch.tensor([-3.0, 2.5]))
+    checkpoint.save_checkpoint(tmp_path / "scalar.pt", scalar, tokenizer, 5)
+    loaded = checkpoint.load_checkpoint(tmp_path / "scalar.pt")[0]
+    assert loaded.shaping == shaping and loaded.target_scale.tolist() == [-3.0, 2.5]
+    assert loaded.predict(tokenizer, prompts, responses) == scalar.eval().predict(tokenizer, prompts, responses)
+    old = torch.load(tmp_path / "scalar.pt", weights_only=True)
+    del old["shaping"]
+    torch.save(old, tmp_path / "old.pt")
+    with pytest.raises(SystemExit):
+        checkpoint.load_checkpoint(tmp_path / "old.pt")
 
 
 def test_predict_splits_a_batch_whose_longest_prompt_and_response_do_not_fit_together(tokenizer):

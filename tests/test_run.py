@@ -16,6 +16,7 @@ import time
 import numpy
 import pytest
 
+import guards
 import reward
 import text2grad
 from data.annotations import read_jsonl
@@ -96,8 +97,8 @@ def test_reward_models_from_a_trunk_trained_on_the_references(tmp_path):
 
 def test_a_run_pays_praise_as_its_task_does_by_default(run_all):
     for task in TASKS:
-        assert json.loads((run_all / task / "results.json").read_text())["praise"] == text2grad.PRAISE[task]
-        assert read_run(str(run_all / task), "cpu").preset["ppo"]["praise"] == text2grad.PRAISE[task]
+        assert json.loads((run_all / task / "results.json").read_text())["praise"] == guards.PRAISE[task]
+        assert read_run(str(run_all / task), "cpu").preset["ppo"]["praise"] == guards.PRAISE[task]
 
 
 def test_praise_reaches_every_ppo_run_and_resume_checks_it(tmp_path, monkeypatch):
@@ -106,7 +107,7 @@ def test_praise_reaches_every_ppo_run_and_resume_checks_it(tmp_path, monkeypatch
         seen.append(shaping.praise)
         return shaped(deltas, responses, mask, ended, shaping)
     monkeypatch.setattr(text2grad.guards, "shaped_scores", spy)
-    other = {"token": "phrase", "phrase": "token"}[text2grad.PRAISE["code"]]  # not the task's default
+    other = {"token": "phrase", "phrase": "token"}[guards.PRAISE["code"]]  # not the task's default
     protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--praise", other, "--out", str(tmp_path)])
     assert json.loads((tmp_path / "code" / "results.json").read_text())["praise"] == other
     assert seen and set(seen) == {other}
@@ -157,7 +158,7 @@ def close(a, b, rel=1e-4, abs_=1e-6):
         return a.keys() == b.keys() and all(close(a[k], b[k], rel, abs_) for k in a)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(close(x, y, rel, abs_) for x, y in zip(a, b))
-    if isinstance(a, float) and isinstance(b, (int, float)):
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and float in (type(a), type(b)):
         return a == pytest.approx(b, rel=rel, abs=abs_)
     return a == b
 
@@ -244,7 +245,7 @@ def test_value_command_compares_the_settings_on_a_finished_run(run_all, tmp_path
 
 def test_reward_grid_chooses_each_model_on_validation_alone(run_all, tmp_path):
     shutil.copytree(run_all / "code", tmp_path / "code")
-    (tmp_path / "code" / "annotations_test.jsonl").unlink()  # the test split is never read
+    (tmp_path / "code" / "annotations_test.jsonl").unlink()  # the test annotations are never opened
     reward_grid.main(["--out", str(tmp_path / "code"), "--device", "cpu", "--lrs", "1e-3", "3e-3", "--steps", "2", "3"])
     results = json.loads((tmp_path / "code" / "reward_grid.json").read_text())
     assert set(results) == {"cot", "scalar"}

@@ -32,7 +32,6 @@ def test_qa_test_passages_are_new():
     splits = make_splits(qa, SIZES, seed=0)
     train = {passage(e) for e in splits["train"]}
     assert not any(passage(e) in train for e in splits["test"] + splits["validation"])
-    assert len({passage(e) for e in splits["test"]}) == 100
 
 
 def test_a_split_is_the_first_new_examples_of_its_stream():
