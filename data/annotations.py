@@ -81,12 +81,12 @@ def check_annotation(record):
     annotation_fields(record)
 
 
-def read_annotations(folder, check=check_annotation):
-    """{split: records} from folder/annotations_{split}.jsonl. check: check_annotation for a user's
-    files; None for a run's own (read back on resume), whose sampled responses may be empty. Unusable input
-    raises ValueError, one line naming the file (and the line)."""
+def read_annotations(folder, check=check_annotation, splits=SPLITS):
+    """{split: records} from folder/annotations_{split}.jsonl for each of splits. check: check_annotation
+    for a user's files; None for a run's own (read back on resume), whose sampled responses may be
+    empty. Unusable input raises ValueError, one line naming the file (and the line)."""
     records = {}
-    for split in SPLITS:
+    for split in splits:
         path = os.path.join(folder, f"annotations_{split}.jsonl")
         try:
             records[split] = read_jsonl(path, check=check)

@@ -36,7 +36,7 @@ from guards import PRAISE
 from model import GPT, GPTConfig
 from reward import RefreshConfig, RewardModel, encode_records, train_reward_model
 from sft import MAX_NEW_TOKENS, mean_metrics, respond, train_sft
-from text2grad import METHODS, REWARD_MODELS, method_reward
+from text2grad import CONTRASTS, METHODS, REWARD_MODELS, method_reward
 
 # Sizes a run may pick with --preset: "default" is the experiment's (RESULTS.md); "small" a quick
 # look in 3 minutes on 2 CPU cores; "tiny" the test suite's end-to-end run (every stage, seconds;
@@ -77,13 +77,10 @@ def configs(fields, **extra):
     return ppo.PPOConfig(**rest, **extra), guards.Guards(**shaping), RefreshConfig(**refresh)
 
 
-# The paired differences the verdicts read, fixed before any run: (a, b) -> a - b per seed. Across
-# each row of the 2x2 (where the reward lands: text2grad - text2grad_last is placement alone, the
-# same learned model), down each column (who judges), which learned judge on the last token, and the
-# diagonal. experiments/summary.py computes them from results.json.
-COMPARISONS = [("text2grad", "ppo_scalar"), ("text2grad", "text2grad_last"), ("oracle", "oracle_scalar"),
-               ("oracle", "text2grad"), ("oracle_scalar", "ppo_scalar"), ("text2grad_last", "ppo_scalar"),
-               ("text2grad", "oracle_scalar")]
+# The paired differences the verdicts read, fixed before any run: (a, b) -> a - b per seed. The
+# first look's CONTRASTS (the paper's, placement with either judge, the judge, which learned judge),
+# then down the last-token column and the diagonal. experiments/summary.py computes them.
+COMPARISONS = list(CONTRASTS.values()) + [("oracle_scalar", "ppo_scalar"), ("text2grad", "oracle_scalar")]
 SEEDED_METRICS = ("positive_f1", "negative_f1", "exact_span_match", "critique_rougeL")  # kept per reward-model seed
 
 

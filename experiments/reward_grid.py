@@ -20,10 +20,10 @@ import os
 import sys
 import time
 
-from data.annotations import read_jsonl
+from data.annotations import read_annotations
 from experiments.protocol import configs, encode_splits
 from experiments.run_folder import read_run
-from experiments.runstate import atomic_save, checked, fail, pick_device
+from experiments.runstate import atomic_save, checked, pick_device
 from reward import RewardModel, evaluate_reward_model, train_reward_model
 from text2grad import REWARD_MODELS
 
@@ -52,13 +52,7 @@ def main(argv=None):
     run = read_run(args.out, pick_device(args.device))
     device, preset, tokenizer = next(run.policy.parameters()).device, run.preset, run.tokenizer
     steps = args.steps or [k * preset["reward_steps"] for k in STEPS]
-    records = {}
-    for split in ("train", "validation"):  # never the test split
-        path = os.path.join(args.out, f"annotations_{split}.jsonl")
-        try:
-            records[split] = checked(read_jsonl, path, check=None)
-        except OSError as error:
-            fail(f"cannot read {path} ({error.strerror}); run python -m experiments.protocol first")
+    records = checked(read_annotations, args.out, check=None, splits=("train", "validation"))  # never the test split
     records, items, _ = checked(encode_splits, tokenizer, records, run.policy.config.block_size, args.out, preset["batch_size"])
     shaping = configs(preset["ppo"])[1]  # the guards the run's PPO was paid through, as the reward stage's
 
