@@ -81,7 +81,7 @@ def configs(fields, **extra):
 # first look's CONTRASTS (the paper's, placement with either judge, the judge, which learned judge),
 # then down the last-token column and the diagonal. experiments/summary.py computes them.
 COMPARISONS = list(CONTRASTS.values()) + [("oracle_scalar", "ppo_scalar"), ("text2grad", "oracle_scalar")]
-SEEDED_METRICS = ("positive_f1", "negative_f1", "exact_span_match", "critique_rougeL")  # kept per reward-model seed
+SEEDED_METRICS = ("positive_f1", "negative_f1", "exact_span_match", "critique_rougeL", "score_correlation")  # kept per reward-model seed
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,33 +200,31 @@ def annotate_stage(task, policy, tokenizer, splits, samples_per_prompt, seed, ou
 def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out, progress, names=tuple(REWARD_MODELS)):
     """Train (or, when resuming, load) and evaluate the reward models `names` (of REWARD_MODELS) on
     the annotated records ({split: records}) and their encodings ({split: items}), each starting from
-    a copy of `trunk` with a zero-initialised head. The span models are trained once per seed of
-    `seeds` (--seed, --seed+1, ...: the seed sets only the minibatch order, the same for cot and
-    no_cot, so a seed is a pair); the first seed's model, saved as reward_{name}.pt, is the one PPO
-    uses. The scalar model is trained once. Each is evaluated on test (reported) and on validation
-    (for comparing settings, e.g. --reward-start, without reading test).
-    Returns ({name: the first seed's metrics, with "seeds": {metric: [per seed]}}, {name: model})."""
-    results, models = {}, {}
+    a copy of `trunk` with a zero-initialised head, once per seed of `seeds` (--seed, --seed+1, ...:
+    the seed sets only the minibatch order, the same for every kind, so a seed is a pair). Seed s's
+    models are saved as reward_{name}.pt (the first seed) or reward_{name}_seed{s}.pt; ppo_stage's
+    runs read them in turn. Each is evaluated on test (reported) and on validation (for comparing
+    settings, e.g. --reward-start, without reading test).
+    Returns ({name: the first seed's metrics, with "seeds": {metric: [per seed]}}, {seed: {name: model}})."""
+    results, models = {}, {seed: {} for seed in seeds}
     shaping = configs(preset["ppo"])[1]  # the guards PPO is paid through: the scalar model's target sums through them
     for name in names:
         kind, cot = REWARD_MODELS[name]
-        stages = {seed: f"reward/{name}" + ("" if seed == seeds[0] else f"/{seed}")
-                  for seed in (seeds if kind == "span" else seeds[:1])}
+        stages = {seed: f"reward/{name}" + ("" if seed == seeds[0] else f"/{seed}") for seed in seeds}
         for seed, stage in stages.items():
-            if stage in progress:
-                continue
-            start = time.time()
-            model = RewardModel(copy.deepcopy(trunk), kind, cot, shaping).to(device)
-            losses = train_reward_model(model, tokenizer, encoded["train"], preset["reward_steps"], preset["batch_size"],
-                                        preset["reward_lr"], device, seed, desc=f"reward model ({name}, seed {seed})")
-            if seed == seeds[0]:
-                save_checkpoint(os.path.join(out, f"reward_{name}.pt"), model, tokenizer, preset["reward_steps"],
-                                kind=kind, cot=cot)
-            metrics = reward_metrics(model, tokenizer, records["test"], encoded["test"])
-            validation = reward_metrics(model, tokenizer, records["validation"], encoded["validation"])
-            metrics.update(final_loss=sum(losses[-20:]) / len(losses[-20:]), validation=validation)
-            progress.finish(stage, metrics, start)
-        models[name] = load_checkpoint(os.path.join(out, f"reward_{name}.pt"), device, tokenizer, trunk.config)[0]
+            path = os.path.join(out, f"reward_{name}.pt" if seed == seeds[0] else f"reward_{name}_seed{seed}.pt")
+            if stage not in progress or not os.path.exists(path):  # runs before this saved only the first seed's
+                start = time.time()
+                model = RewardModel(copy.deepcopy(trunk), kind, cot, shaping).to(device)
+                losses = train_reward_model(model, tokenizer, encoded["train"], preset["reward_steps"],
+                                            preset["batch_size"], preset["reward_lr"], device, seed,
+                                            desc=f"reward model ({name}, seed {seed})")
+                save_checkpoint(path, model, tokenizer, preset["reward_steps"], kind=kind, cot=cot)
+                metrics = reward_metrics(model, tokenizer, records["test"], encoded["test"])
+                validation = reward_metrics(model, tokenizer, records["validation"], encoded["validation"])
+                metrics.update(final_loss=sum(losses[-20:]) / len(losses[-20:]), validation=validation)
+                progress.finish(stage, metrics, start)
+            models[seed][name] = load_checkpoint(path, device, tokenizer, trunk.config)[0]
         runs = [progress[stage] for stage in stages.values()]
         results[name] = {**runs[0], "time_s": sum(progress.time(stage) for stage in stages.values()),
                          "seeds": {k: [run[k] for run in runs] for k in SEEDED_METRICS if k in runs[0]}}
@@ -253,7 +251,10 @@ def choice_score(curve, choose_by):
 
 def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, preset, seeds, compile, out, progress,
               reward_items=None):
-    """Every method of METHODS from the SFT policy, each run a stage of its own for --resume:
+    """Every method of METHODS from the SFT policy, each run a stage of its own for --resume.
+    reward_models {reward seed: {name: model}} (reward_stage): the j-th PPO seed reads the
+    (j mod R)-th reward seed's models, so that over the runs both the PPO seed and the reward
+    model's seed vary (summary.py's intervals average the runs of a reward seed first).
       1. GAE lambda: one run per lambda of preset["lambdas"] at the first seed; the method keeps the
          lambda whose final validation score is highest (the first of equals, in grid order), or,
          with preset["choose_by"] "mean", whose validation curve has the highest mean (sooner is better);
@@ -263,8 +264,8 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
          never by a choice).
     --resume with more --seeds adds the new seeds' runs to a finished run.
     Returns (methods, history, grid): methods[name] = {lambda, scores (test, per seed), curves (the
-    validation curve per seed), test (the first seed's metrics), explained_variance(_mc) and warmup
-    (per seed), time_s}, with "sft" (from sft_results) as the starting point; history["<name>/<seed>"]
+    validation curve per seed), test (the first seed's metrics), tests (every seed's), explained_variance(_mc) and warmup
+    (per seed), reward_seeds (the reward seed each run read), time_s}, with "sft" (from sft_results) as the starting point; history["<name>/<seed>"]
     the logged statistics per update; grid[name][lambda] the validation score each lambda's run was
     chosen by. Means and intervals over the seeds are experiments/summary.py's."""
     config, shaping, refresh = configs(preset["ppo"], max_new_tokens=MAX_NEW_TOKENS, compile=compile)
@@ -288,15 +289,20 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
             return (score, *test, watch(gpt))
         return point
 
+    reward_seeds = list(reward_models)
+    reads = {seed: reward_seeds[j % len(reward_seeds)] for j, seed in enumerate(seeds)}  # PPO seed -> reward seed
+    suffix = lambda seed: "" if reads[seed] == reward_seeds[0] else f"/reward{reads[seed]}"  # older runs' names kept
+    stage_of = lambda name, lam, seed: f"ppo/{name}/lambda{lam}/{seed}{suffix(seed)}"
+
     def run_once(name, lam, seed):
         """One PPO run; its policy waits in ppo_{name}_lambda{lam}_seed{seed}.pt for the test stage."""
-        stage, start = f"ppo/{name}/lambda{lam}/{seed}", time.time()
+        stage, start = stage_of(name, lam, seed), time.time()
         if stage in progress:
             return
         run_config = replace(config, lam=lam)
         model = ppo.PolicyWithValue(copy.deepcopy(policy), run_config.detach_value)
-        reward, run_models = method_reward(name, task, tokenizer, train, reward_models, shaping, refresh, reward_items,
-                                           seed)
+        reward, run_models = method_reward(name, task, tokenizer, train, reward_models[reads[seed]], shaping, refresh,
+                                           reward_items, seed)
         curve, logged, warmup = ppo.train(
             model, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, run_config, seed=seed,
             evaluate=validation_score(name, run_models),
@@ -311,14 +317,14 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
     for name in METHODS:
         for lam in preset["lambdas"]:
             run_once(name, lam, seeds[0])
-        curves = [progress[f"ppo/{name}/lambda{lam}/{seeds[0]}"]["curve"] for lam in preset["lambdas"]]
+        curves = [progress[stage_of(name, lam, seeds[0])]["curve"] for lam in preset["lambdas"]]
         scores = [choice_score(curve, preset.get("choose_by", "final")) for curve in curves]
         grid[name] = dict(zip(preset["lambdas"], scores))
         lam = max(preset["lambdas"], key=lambda candidate: grid[name][candidate])
         for seed in seeds[1:]:
             run_once(name, lam, seed)
         for seed in seeds:
-            stage, start = f"test/{name}/{seed}", time.time()
+            stage, start = f"test/{name}/{seed}{suffix(seed)}", time.time()
             if stage not in progress:
                 path = os.path.join(out, f"ppo_{name}_lambda{lam}_seed{seed}.pt")
                 gpt = load_checkpoint(path, device, tokenizer, policy.config)[0]
@@ -330,15 +336,16 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         for leftover in glob.glob(os.path.join(out, f"ppo_{name}_lambda*_seed*.pt")):  # ppo_{name}.pt keeps seed 0's
             os.remove(leftover)
 
-        runs = [progress[f"ppo/{name}/lambda{lam}/{seed}"] for seed in seeds]
+        runs = [progress[stage_of(name, lam, seed)] for seed in seeds]
         history.update({f"{name}/{seed}": run["history"] for seed, run in zip(seeds, runs)})
-        tests = [progress[f"test/{name}/{seed}"] for seed in seeds]
+        tests = [progress[f"test/{name}/{seed}{suffix(seed)}"] for seed in seeds]
         scores = [test[task.PRIMARY] for test in tests]
-        time_s = sum(progress.time(f"ppo/{name}/lambda{lam}/{seed}") + progress.time(f"test/{name}/{seed}") for seed in seeds)
+        time_s = sum(progress.time(stage_of(name, lam, seed)) + progress.time(f"test/{name}/{seed}{suffix(seed)}") for seed in seeds)
         methods[name] = {"lambda": lam, "scores": scores, "curves": [run["curve"] for run in runs],
-                         "test": tests[0], "explained_variance": [run["history"][-1]["explained_variance"] for run in runs],
+                         "test": tests[0], "tests": tests, "explained_variance": [run["history"][-1]["explained_variance"] for run in runs],
                          "explained_variance_mc": [run["history"][-1]["explained_variance_mc"] for run in runs],
-                         "warmup": [run["warmup"] for run in runs], "time_s": time_s}
+                         "warmup": [run["warmup"] for run in runs], "reward_seeds": [reads[seed] for seed in seeds],
+                         "time_s": time_s}
         print(f"[{task.NAME}] {name:17s} lambda {lam:<4} test {task.PRIMARY}, mean over {len(seeds)} seed(s) "
               f"{sum(scores) / len(scores):.3f} ({' '.join(f'{v:.3f}' for v in scores)}), {time_s:.0f}s")
     return methods, history, grid
@@ -411,6 +418,7 @@ def run(args):
     reward_seeds = [args.seed + k for k in range(args.reward_seeds)]
     results["reward_model"], reward_models = reward_stage(trunk, tokenizer, records, encoded, preset, device,
                                                           reward_seeds, args.out, progress)
+    first = reward_models[reward_seeds[0]]
     results["alignment"] = {"unaligned_rate": sum(a["unaligned"] for a in alignment.values()) / max(1, spans),
                             **alignment}
     for name in ("cot", "no_cot"):
@@ -429,14 +437,13 @@ def run(args):
         saved = {name: read_jsonl(path(file)) for name, file in (("sft", "samples.jsonl"),
                                                                  ("text2grad", "samples_text2grad.jsonl"))}
         progress.finish("showcase", {"showcase": showcase(task, tokenizer, splits["test"], saved,
-                                                          reward_models["cot"])}, start)
+                                                          first["cot"])}, start)
     results.update(progress["showcase"])
     stages = {"data": ["data"], "pretrain": ["base"] if base else [], "sft": ["sft"], "evaluate": ["evaluate"],
               "annotate": ["annotate"],
               "reference_trunk": ["reference_trunk"] if "reference_trunk" in progress else [],
               "reward_models": [f"reward/{name}" + ("" if seed == args.seed else f"/{seed}")
-                                for name, (kind, _) in REWARD_MODELS.items()
-                                for seed in (reward_seeds if kind == "span" else reward_seeds[:1])],
+                                for name in REWARD_MODELS for seed in reward_seeds],
               "ppo": [stage for stage in progress.done if stage.startswith(("ppo/", "test/"))],
               "showcase": ["showcase"]}
     results["wall_time_s"] = {key: sum(progress.time(s) for s in names) for key, names in stages.items()}
@@ -469,9 +476,9 @@ def main(argv=None):
     parser.add_argument("--reward-start", default="sft", choices=["sft", "references"],
                         help="the reward models' trunk: the SFT policy (default), or a policy trained the same way "
                         "on the references, the demonstrations without their flaws")
-    parser.add_argument("--reward-seeds", type=int, default=1, help="train the span reward models (cot and no_cot) "
-                        "with this many seeds, to compare them beyond seed-to-seed variation; PPO uses the first "
-                        "(default 1)")
+    parser.add_argument("--reward-seeds", type=int, default=1, help="train the reward models with this many seeds; "
+                        "the j-th PPO seed reads the (j mod R)-th, so the paired intervals include the reward models' "
+                        "variation (default 1)")
     parser.add_argument("--praise", choices=["token", "phrase"], help="how PPO pays praise: +1 on every praised "
                         "token (the paper) or +1 once per distinct praised phrase; default: the task's, chosen on "
                         "validation (PRAISE)")

@@ -356,17 +356,20 @@ def sweep_section(results):
            "by habit. Scalar rewards sum the K verdicts onto the last token; span rewards put each verdict on its "
            "own tokens. Below: how many PPO updates each method needs to close a share of the gap from the SFT "
            "policy to every site right and hold it to the end of the budget (on the test curves, mean over "
-           "seeds, 95% interval; a run that never holds it counts as the budget plus one), against K.</p>"]
+           "seeds, 95% interval; a run that never holds it counts as the budget plus one: the bound the chart shows), against K.</p>"]
     for q in (str(t) for t in (0.5, 0.9)):
         out += [f"<h3>Updates to close {float(q):.0%} of the gap and hold it</h3>", thresholds_svg(per_k, q)]
-    out.append("<h3>Ratios of updates needed</h3><p>Mean updates of the scalar method over mean updates of the span "
-               "method, seeds paired; in brackets the percentile bootstrap over seeds, then the delta-method t "
-               "interval (wider with 5 seeds).</p>")
+    out.append("<h3>Ratios of updates needed</h3><p>Updates the scalar method's mean test curve needs to hold the "
+               "level over the span method's, seeds paired; in brackets the percentile bootstrap over seeds (a mean "
+               "curve that never holds it counts as the budget plus one: the share of resamples where one did is "
+               "given). Beside it, the area under each run's test curve, span minus scalar, paired.</p>")
     out.append(table(["K", "gap closed"] + [escape(key) for key in per_k[ks[0]]["ratios"]["0.9"]],
-                     [[k, f"{float(q):.0%}"] + [f'{v["ratio"]:.2f} [{v["ci95"][0]:.2f}, {v["ci95"][1]:.2f}]; '
-                                                f'[{v["ci95_t"][0]:.2f}, {v["ci95_t"][1]:.2f}]'
+                     [[k, f"{float(q):.0%}"] + [f'{v["ratio"]:.2f} [{v["ci95"][0]:.2f}, {v["ci95"][1]:.2f}]'
+                                                + (f' ({v["censored"]:.0%} censored)' if v["censored"] else "")
                                                 for v in per_k[k]["ratios"][q].values()]
                       for k in ks for q in per_k[k]["ratios"]]))
+    out.append(table(["K"] + [f"area: {escape(key)}" for key in per_k[ks[0]]["area"]],
+                     [[k] + [f'{d["mean"]:+.3f} ± {d["ci95"]:.3f}' for d in per_k[k]["area"].values()] for k in ks]))
     if results.get("growth"):
         pairs = list(per_k[ks[0]]["ratios"]["0.9"])
         out.append("<p>Each ratio at 90% over its own value at K = 1, where the two rewards carry the same information "

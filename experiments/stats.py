@@ -32,15 +32,25 @@ def mean_ci95(values):
     return mean, t * sd / math.sqrt(n)
 
 
-def paired_difference(a, b):
+def paired_difference(a, b, groups=None):
     """a[s] - b[s] for the same seeds s: {"mean", "ci95" (half-width), "per_seed", "verdict"}, where
-    the verdict is "higher" or "lower" when the interval excludes 0, "tie" when it does not."""
+    the verdict is "higher" or "lower" when the interval excludes 0, "tie" when it does not.
+    groups[s]: what run s shares with others (its reward model's seed). Runs that share a reward
+    model are not independent, so the differences are averaged within each group first and the
+    interval is over the group means ("units": how many); with every group a single run it is the
+    plain paired interval."""
     if len(a) != len(b):
         raise ValueError(f"paired values need the same seeds: {len(a)} against {len(b)}")
     differences = [x - y for x, y in zip(a, b)]
-    mean, half = mean_ci95(differences)
-    verdict = "tie" if len(differences) < 2 or abs(mean) <= half else ("higher" if mean > 0 else "lower")
-    return {"mean": mean, "ci95": half, "per_seed": differences, "verdict": verdict}
+    units = differences
+    if groups is not None:
+        members = {}
+        for g, d in zip(groups, differences):
+            members.setdefault(g, []).append(d)
+        units = [sum(ds) / len(ds) for ds in members.values()]
+    mean, half = mean_ci95(units)  # with unequal groups, the mean of the group means
+    verdict = "tie" if len(units) < 2 or abs(mean) <= half else ("higher" if mean > 0 else "lower")
+    return {"mean": mean, "ci95": half, "per_seed": differences, "units": len(units), "verdict": verdict}
 
 
 def bootstrap_ci95(n, statistic, resamples=2000, seed=0):

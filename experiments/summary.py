@@ -9,7 +9,8 @@ The run (experiments/protocol.py) records each seed's numbers; this file summari
                                 of its 95% interval; curve, curve_ci95: the same per point of the
                                 validation curve (in place of the per-seed curves); overopt: the
                                 over-optimisation measurement per point, mean over seeds
-        paired["a - b"]         a - b seed by seed, its interval and verdict (stats.paired_difference)
+        paired["a - b"]         a - b seed by seed, its interval and verdict (stats.paired_difference;
+                                runs that read one reward-model seed averaged first)
         reward_paired[metric]   cot - no_cot span F1 over the reward-model seeds (with 2 or more)
         convergence             the first update at which each method's mean validation curve
                                 reaches scalar PPO's final validation score
@@ -59,7 +60,8 @@ def summarise(results, credit_landing=None):
     if len(rm["cot"]["seeds"]["positive_f1"]) > 1:  # the critique's worth, beyond seed-to-seed variation
         summary["reward_paired"] = {metric: stats.paired_difference(rm["cot"]["seeds"][metric], rm["no_cot"]["seeds"][metric])
                                     for metric in ("positive_f1", "negative_f1")}
-    summary["paired"] = {f"{a} - {b}": stats.paired_difference(methods[a]["scores"], methods[b]["scores"])
+    summary["paired"] = {f"{a} - {b}": stats.paired_difference(methods[a]["scores"], methods[b]["scores"],
+                                                               methods[a].get("reward_seeds"))
                          for a, b in COMPARISONS}
     # How fast each method gets to scalar PPO's final validation score: the first point of each mean
     # curve at or above it (scalar PPO itself may get there before its last update).

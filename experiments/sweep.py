@@ -49,9 +49,9 @@ from experiments.runstate import (Progress, add_run_flags, atomic_save, check_ru
                                   pick_device, run_to_the_end)
 from sft import MAX_NEW_TOKENS, respond
 
-# Sizes. validation and test are per K; train mixes K. ppo: PPOConfig fields; updates: the PPO budget
-# per K (the same for every method at a K), 1.5x what it was before the guards, so that a late
-# collapse would show; eval_every 1: the curves' points are every update, so a threshold is located
+# Sizes. validation and test are per K; train mixes K. ppo: PPOConfig fields; updates: the PPO budget,
+# the same for every method and every K (the largest K's, 1.5x what it was before the guards, so that
+# a late collapse would show); eval_every 1: the curves' points are every update, so a threshold is located
 # to the update. choose_by "last_quarter": lambda is chosen by the mean of the last quarter of the
 # first seed's validation curve (the mean over the whole curve chose runs that rose fast and then
 # collapsed). test_curve: each point also holds the test score, where the thresholds are read.
@@ -64,14 +64,14 @@ SWEEP_PRESETS = {
                     lr=3e-3, model=dict(n_layer=2, n_head=4, n_embd=96, block_size=384, canon=0),
                     samples_per_prompt=2, reward_steps=1200, reward_lr=2e-3,
                     ppo=dict(batch_size=32, minibatch_size=32, lr=2e-4, beta=0.1, praise_fade_at=40),
-                    updates={1: 18, 2: 24, 4: 30, 8: 36}, eval_every=1, lambdas=(0.5, 0.95),
+                    updates=36, eval_every=1, lambdas=(0.5, 0.95),
                     choose_by="last_quarter", test_curve=True, overopt_prompts=64),
     # the test suite's run: every stage in seconds; its numbers mean nothing
     "tiny": dict(train=64, validation=8, test=8, vocab_size=512, sft_steps=10, batch_size=16,
                  lr=3e-3, model=dict(n_layer=1, n_head=2, n_embd=32, block_size=384),
                  samples_per_prompt=1, reward_steps=4, reward_lr=2e-3,
                  ppo=dict(batch_size=8, minibatch_size=8, lr=3e-5, praise_fade_at=40),
-                 updates={1: 2, 2: 2, 4: 2, 8: 2}, eval_every=1, lambdas=(0.5, 0.95), choose_by="last_quarter",
+                 updates=2, eval_every=1, lambdas=(0.5, 0.95), choose_by="last_quarter",
                  test_curve=True, overopt_prompts=4),
 }
 REWARD_MODELS = ("cot", "scalar")  # the ones the methods read (the no-critique model is not in the sweep)
@@ -105,46 +105,54 @@ def make_splits(sizes, seed, ks=facts.KS):
 
 
 def thresholds(curves, start, budget, eval_every):
-    """Per threshold q: the updates each seed's curve [(update, score)] needs to close q of the gap
-    from start (the SFT policy's score) to the ceiling 1 and *hold* it to the end of the budget
-    (stats.updates_to_hold; "first", the first touch, beside it for comparison). A curve that does
-    not end at the level counts as budget + eval_every, the next point it could have been seen at
-    (so a ratio with such a run in its numerator is a lower bound); "censored" counts them."""
+    """Per threshold q: the updates the runs' curves [(update, score)] need to close q of the gap from
+    start (the SFT policy's score) to the ceiling 1 and *hold* it to the end of the budget
+    (stats.updates_to_hold), read three ways:
+      mean_curve  on the mean of the seeds' curves (None: it never holds; the speed ratios read this)
+      km_median   the Kaplan-Meier median over the seeds, a seed that never holds it censored at its
+                  last update (None: fewer than half are known to reach it)
+      per_seed    each seed's own, budget + eval_every where it never holds it (a bound: the figure's);
+                  "censored" counts those seeds."""
     out = {}
     for q in THRESHOLDS:
         level = start + q * (1 - start)
         held = [stats.updates_to_hold(curve, level) for curve in curves]
-        first = [stats.updates_to_match(curve, level) for curve in curves]
-        out[str(q)] = {"level": level, "per_seed": [budget + eval_every if u is None else u for u in held],
-                       "censored": sum(u is None for u in held),
-                       "first": [budget + eval_every if u is None else u for u in first]}
+        out[str(q)] = {"level": level, "mean_curve": stats.updates_to_hold(stats.mean_curve(curves), level),
+                       "km_median": stats.km_median([budget if u is None else u for u in held],
+                                                    [u is not None for u in held]),
+                       "per_seed": [budget + eval_every if u is None else u for u in held],
+                       "censored": sum(u is None for u in held)}
     return out
 
 
-def ratio(a, b, seed=0):
-    """r = mean(a) / mean(b) over paired seeds, with two 95% intervals:
-      ci95    the percentile bootstrap over seeds (few seeds make it narrow: 5 seeds have 126
-              distinct resamples);
-      ci95_t  the delta method with Student t: the per-seed terms d_s = (a_s - r b_s) / mean(b) have
-              mean 0, and r +- t_{n-1} sd(d) / sqrt(n) (stats.mean_ci95 of d).
-    The verdicts read the wider of the two."""
-    n = len(a)
-    stat = lambda idx: sum(a[i] for i in idx) / max(1e-9, sum(b[i] for i in idx))
-    r, mean_b = stat(range(n)), sum(b) / n
-    _, half = stats.mean_ci95([(x - r * y) / mean_b for x, y in zip(a, b)])
-    return {"ratio": r, "ci95": list(stats.bootstrap_ci95(n, stat, seed=seed)), "ci95_t": [r - half, r + half],
-            "per_seed": [x / max(1e-9, y) for x, y in zip(a, b)]}
+def speed_ratio(curves_a, curves_b, level, censor_at):
+    """f(seeds) -> (updates(a) / updates(b) to hold `level`, censored): each read off the mean curve
+    of the chosen seeds' runs (seed i of a paired with seed i of b). A mean curve that never holds the
+    level counts as censor_at (the budget plus one evaluation), which makes the ratio a bound; censored
+    says whether either did. r > 1 favours b."""
+    def stat(seeds):
+        ua, ub = (stats.updates_to_hold(stats.mean_curve([curves[i] for i in seeds]), level)
+                  for curves in (curves_a, curves_b))
+        return (censor_at if ua is None else ua) / max(1e-9, censor_at if ub is None else ub), ua is None or ub is None
+    return stat
 
 
-def growth(a, b, a1, b1, seed=0):
-    """How much a ratio grew from K = 1: (mean(a) / mean(b)) / (mean(a1) / mean(b1)), seed s of K
-    paired with seed s of K = 1, with a percentile bootstrap over seeds. With one site per response
-    the two rewards carry the same information, so the K = 1 ratio is what placement gives without
-    any credit to assign across sites."""
-    def stat(idx):
-        mean = lambda xs: sum(xs[i] for i in idx) / len(idx)
-        return (mean(a) / max(1e-9, mean(b))) / max(1e-9, mean(a1) / max(1e-9, mean(b1)))
-    return {"growth": stat(range(len(a))), "ci95": list(stats.bootstrap_ci95(len(a), stat, seed=seed))}
+def ratio(stat, n, seed=0):
+    """A speed_ratio over n paired seeds, with the percentile bootstrap: resample the seeds, average each
+    method's curves again, read both again. "censored": the share of resamples where a mean curve never
+    held the level (the interval is then partly a bound)."""
+    flags = []
+    low, high = stats.bootstrap_ci95(n, lambda idx: flags.append(stat(idx)[1]) or stat(idx)[0], seed=seed)
+    return {"ratio": stat(range(n))[0], "ci95": [low, high], "censored": sum(flags) / len(flags)}
+
+
+def growth(stat_k, stat_1, n, seed=0):
+    """How much a ratio grew from K = 1: r_K / r_1 (two speed_ratio statistics), seed s of K paired with
+    seed s of K = 1, with the percentile bootstrap over seeds. With one site per response the two rewards
+    carry the same information, so the K = 1 ratio is what placement gives without credit to assign
+    across sites."""
+    both = lambda idx: stat_k(idx)[0] / max(1e-9, stat_1(idx)[0])
+    return {"growth": both(range(n)), "ci95": list(stats.bootstrap_ci95(n, both, seed=seed))}
 
 
 def sweep_k(k, model, tokenizer, splits, reward_models, items, preset, seeds, compile, out, args):
@@ -159,29 +167,31 @@ def sweep_k(k, model, tokenizer, splits, reward_models, items, preset, seeds, co
         atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(folder, "samples.jsonl"))
         progress.finish("evaluate", {"validation": validation, "test": test}, start)
     sft = progress["evaluate"]
-    k_preset = {**preset, "ppo": {**preset["ppo"], "updates": preset["updates"][k]}}
+    k_preset = {**preset, "ppo": {**preset["ppo"], "updates": preset["updates"]}}
     methods, _, grid = protocol.ppo_stage(facts, model, tokenizer, splits, reward_models, sft, k_preset, seeds,
-                                     compile, folder, progress, items)
+                                          compile, folder, progress, items)
+    # the test curve of each seed's run at the chosen lambda: points (update, validation, test, ...)
+    curves = {name: [[(p[0], p[2]) for p in curve] for curve in methods[name]["curves"]] for name in text2grad.METHODS}
     methods = summarise_methods(methods)
-    budget, every, steps = preset["updates"][k], preset["eval_every"], {}
+    budget, every, start = preset["updates"], preset["eval_every"], sft["test"][facts.PRIMARY]
+    steps = {name: thresholds(curves[name], start, budget, every) for name in text2grad.METHODS}
     for name in text2grad.METHODS:
-        # the test curve of each seed's run at the chosen lambda: point (update, validation, test)
-        curves = [[(p[0], p[2]) for p in progress[f"ppo/{name}/lambda{methods[name]['lambda']}/{s}"]["curve"]]
-                  for s in seeds]
-        steps[name] = thresholds(curves, sft["test"][facts.PRIMARY], budget, every)
-        methods[name]["test_curve"] = [[u, sum(c[j][1] for c in curves) / len(curves)] for j, (u, _) in enumerate(curves[0])]
-    for name in text2grad.METHODS:  # where each run ended: a policy that games its reward grows long and far from SFT
-        tests = [progress[f"test/{name}/{s}"] for s in seeds]
+        methods[name]["test_curve"] = [[u, score] for u, score in stats.mean_curve(curves[name])]
+        methods[name]["area"] = [stats.curve_area(curve) for curve in curves[name]]
+        tests = methods[name]["tests"]  # where each run ended: a policy that games its reward grows long and far from SFT
         last = methods[name]["overopt"][-1]  # summarise_methods averaged it over the seeds
         methods[name].update({f"final_{key}": last[key] for key in ("gold", "proxy", "kl")})
         for key in ("length", "reference_length", "blamed_share"):  # greedy test responses, mean over seeds
             methods[name][f"test_{key}"] = sum(t[key] for t in tests) / len(tests)
-    ratios = {str(q): {f"{a} / {b}": ratio(steps[a][str(q)]["per_seed"], steps[b][str(q)]["per_seed"])
-                       for a, b in RATIOS} for q in THRESHOLDS}
+    speed = {str(q): {f"{a} / {b}": speed_ratio(curves[a], curves[b], steps[a][str(q)]["level"], budget + every)
+                      for a, b in RATIOS} for q in THRESHOLDS}
     return {"k": k, "updates": budget, "eval_every": every, "sft": sft, "methods": methods, "lambda_grid": grid,
-            "thresholds": steps, "ratios": ratios,
-            "paired": {f"{a} - {b}": stats.paired_difference(methods[a]["scores"], methods[b]["scores"])
-                       for a, b in protocol.COMPARISONS},
+            "thresholds": steps, "speed": speed,
+            "ratios": {q: {key: ratio(stat, len(seeds)) for key, stat in pairs.items()} for q, pairs in speed.items()},
+            "area": {f"{b} - {a}": stats.paired_difference(methods[b]["area"], methods[a]["area"], methods[a]["reward_seeds"])
+                     for a, b in RATIOS},
+            "paired": {f"{a} - {b}": stats.paired_difference(methods[a]["scores"], methods[b]["scores"],
+                                                             methods[a]["reward_seeds"]) for a, b in protocol.COMPARISONS},
             "all_right": {name: methods[name]["test"]["all_right"] for name in methods},
             "time_s": sum(progress.time(stage) for stage in progress.done)}
 
@@ -195,7 +205,7 @@ def ablation(k, model, tokenizer, splits, reward_models, items, preset, seeds, o
     os.makedirs(folder, exist_ok=True)
     progress = Progress(folder, {"k": k, "preset": args.preset, "seed": args.seed, "ablation": True}, args.resume)
     prompts = [tokenizer.prompt(e.prompt) for e in splits["train"]]
-    validation, budget = splits["validation"], preset["updates"][k]
+    validation, budget = splits["validation"], preset["updates"]
     table = {}
     for setting, fields in DEFENCES.items():
         table[setting] = {}
@@ -289,14 +299,16 @@ def run(args):
         records = checked(read_annotations, args.out, check=None)
     records, encoded, _ = checked(protocol.encode_splits, tokenizer, records, model.config.block_size, args.out,
                                   preset["batch_size"])
+    reward_seeds = [args.seed + j for j in range(args.reward_seeds)]
     results["reward_model"], reward_models = protocol.reward_stage(model, tokenizer, records, encoded, preset, device,
-                                                              [args.seed], args.out, progress, REWARD_MODELS)
+                                                                   reward_seeds, args.out, progress, REWARD_MODELS)
+    first = reward_models[reward_seeds[0]]
     start = time.time()
     if "reward_per_k" not in progress:
         per_k_rm = {}
         for k in facts.KS:
             rows = [j for j, r in enumerate(records["test"]) if facts.count_sites(r["prompt"]) == k]
-            metrics = measures.reward_metrics(reward_models["cot"], tokenizer, [records["test"][j] for j in rows],
+            metrics = measures.reward_metrics(first["cot"], tokenizer, [records["test"][j] for j in rows],
                                          [encoded["test"][j] for j in rows])
             per_k_rm[str(k)] = {key: metrics[key] for key in ("positive_f1", "negative_f1", "exact_span_match")}
         progress.finish("reward_per_k", {"reward_per_k": per_k_rm}, start)
@@ -308,7 +320,7 @@ def run(args):
     seeds = [args.seed + j for j in range(args.seeds)]
     if args.ablation:
         tables = {str(k): ablation(k, model, tokenizer, {"train": [e for e in train if facts.count_sites(e.prompt) == k],
-                                                        **per_k[k]}, reward_models, encoded["train"], preset, seeds,
+                                                        **per_k[k]}, first, encoded["train"], preset, seeds,
                                    args.out, args)
                   for k in args.ks}
         atomic_save(json.dumps({"preset": args.preset, "seeds": seeds, "defences": DEFENCES, **ABLATION,
@@ -321,11 +333,11 @@ def run(args):
                                                                  **per_k[k]}, reward_models, encoded["train"], preset,
                                            seeds, compile, args.out, args)
     results["seeds"] = seeds
+    speed = {k: results["per_k"][k].pop("speed") for k in results["per_k"]}  # functions of the seeds, not saved
     if 1 in args.ks:  # each ratio against its K = 1 value: the part that grows with the sites to tell apart
-        steps = lambda k, name, q: results["per_k"][str(k)]["thresholds"][name][str(q)]["per_seed"]
-        results["growth"] = {str(k): {str(q): {f"{a} / {b}": growth(steps(k, a, q), steps(k, b, q), steps(1, a, q),
-                                                                    steps(1, b, q)) for a, b in RATIOS}
-                                      for q in THRESHOLDS} for k in args.ks if k != 1}
+        results["growth"] = {str(k): {q: {key: growth(speed[str(k)][q][key], speed["1"][q][key], len(seeds))
+                                          for key in speed["1"][q]} for q in speed["1"]}
+                             for k in args.ks if k != 1}
     results["wall_time_s"] = sum(progress.time(s) for s in progress.done) + sum(
         r["time_s"] for r in results["per_k"].values())
     atomic_save(json.dumps(results, indent=2), path("results.json"))
@@ -348,6 +360,9 @@ def main(argv):
                              f"(default: all)")
     parser.add_argument("--seeds", type=int, default=5, help="PPO seeds per method and K (default 5; --resume "
                         "with more seeds adds runs)")
+    parser.add_argument("--reward-seeds", type=int, help="reward models (cot and scalar) trained with this many seeds; "
+                        "the j-th PPO seed reads the (j mod R)-th (default: 3, or --seeds if fewer; the ablation reads "
+                        "the first)")
     parser.add_argument("--preset", default="default", choices=sorted(SWEEP_PRESETS), help="run size")
     parser.add_argument("--out", default="runs/sweep", help="output directory (default runs/sweep)")
     parser.add_argument("--ablation", action="store_true", help="instead of the sweep, the defences against a "
@@ -357,6 +372,9 @@ def main(argv):
     args = parser.parse_args(argv)
     if any(k not in facts.KS for k in args.ks):
         fail(f"--ks: each K must be one of {list(facts.KS)} (the training split mixes those)")
+    args.reward_seeds = min(3, args.seeds) if args.reward_seeds is None else args.reward_seeds
+    if not 1 <= args.reward_seeds <= args.seeds:
+        fail(f"--reward-seeds must be between 1 and --seeds ({args.seeds})")
     args.ks = sorted(set(args.ks))
     check_run_flags(args)
     return run_to_the_end(lambda: run(args), args.out, "text2grad sweep")

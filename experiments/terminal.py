@@ -89,8 +89,8 @@ def print_showcase(entries):
 def print_sweep(results):
     """The sweep's table: per K and method, test sites right, updates to each threshold, the ratios."""
     print(f"\nK sweep (facts task): test {facts.PRIMARY} after the budget (mean over {len(results['seeds'])} seeds); "
-          f"updates to reach 50% / 90% of the gap from SFT to 1 on the test curves and hold it to the end (mean; "
-          f"* some seeds never held it); the greedy test responses' length (the references') and share of tokens the "
+          f"updates to reach 50% / 90% of the gap from SFT to 1 on the test curves and hold it to the end (on the mean "
+          f"curve, and the Kaplan-Meier median over seeds, seeds that never held it censored; -: not reached); the greedy test responses' length (the references') and share of tokens the "
           f"critic blames; on validation samples at the last update, the critic's score (gold), the method's own "
           f"reward (proxy) and the KL to the SFT policy (means)")
     for k, r in results["per_k"].items():
@@ -99,15 +99,18 @@ def print_sweep(results):
               f"reference length {m0['test_reference_length']:.1f} tokens")
         for name in METHODS:
             m, steps = r["methods"][name], r["thresholds"][name]
-            cells = "  ".join(f"{sum(s['per_seed']) / len(s['per_seed']):5.1f}{'*' if s['censored'] else ' '}"
+            cells = "  ".join(("   - " if s["mean_curve"] is None else f"{s['mean_curve']:4d} ") + "KM " +
+                              ("  -" if s["km_median"] is None else f"{s['km_median']:3d}") + f" ({s['censored']} censored)"
                               for s in steps.values())
             print(f"    {name:15s} lambda {m['lambda']:<4}  test {m['score']:.3f} ± {m['ci95']:.3f}  updates {cells}  "
                   f"length {m['test_length']:4.1f}, blamed {m['test_blamed_share']:.3f}; gold {m['final_gold']:+6.2f} "
                   f"proxy {m['final_proxy']:+6.2f} KL {m['final_kl']:5.1f}")
         for q, pairs in r["ratios"].items():
-            print(f"    ratio at {float(q):.0%}: " + "; ".join(
-                f"{key} {v['ratio']:.2f} [bootstrap {v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}; t {v['ci95_t'][0]:.2f}, "
-                f"{v['ci95_t'][1]:.2f}]" for key, v in pairs.items()))
+            print(f"    speed at {float(q):.0%} (updates to hold it on the mean curves, a / b): " + "; ".join(
+                f"{key} {v['ratio']:.2f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]"
+                + (f" (censored in {v['censored']:.0%} of resamples)" if v["censored"] else "") for key, v in pairs.items()))
+        for key, d in r["area"].items():
+            print(f"    area under the test curve {key:28s} {d['mean']:+.3f} ± {d['ci95']:.3f} ({d['verdict']})")
         for key, d in r["paired"].items():
             print(f"    paired {key:28s} {d['mean']:+.3f} ± {d['ci95']:.3f} ({d['verdict']})")
     for k, per_q in results.get("growth", {}).items():

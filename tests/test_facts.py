@@ -104,12 +104,18 @@ def test_site_statistics_by_hand():
 
 def test_updates_to_threshold_by_hand():
     curve = [(0, 0.2), (2, 0.5), (4, 0.7), (6, 0.95)]
+    other = [(0, 0.2), (2, 0.3), (4, 0.4), (6, 0.61)]
     assert stats.updates_to_match(curve, 0.6) == 4 and stats.updates_to_match(curve, 0.5) == 2
     assert stats.updates_to_match(curve, 0.99) is None
     # from 0.2, half the gap to 1 is 0.6, 90% is 0.92; a curve that never gets there counts as 6 + 2
-    out = sweep.thresholds([curve, [(0, 0.2), (2, 0.3), (4, 0.4), (6, 0.61)]], 0.2, 6, 2)
+    out = sweep.thresholds([curve, other], 0.2, 6, 2)
     assert out["0.5"]["level"] == pytest.approx(0.6) and out["0.5"]["per_seed"] == [4, 6]
     assert out["0.9"]["per_seed"] == [6, 8] and out["0.9"]["censored"] == 1
+    # the mean curve is 0.2, 0.4, 0.55, 0.78: it holds 0.6 from update 6 and never reaches 0.92
+    assert out["0.5"]["mean_curve"] == 6 and out["0.9"]["mean_curve"] is None
+    # Kaplan-Meier: at 0.6 both reach it (at 4 and 6), S(4) = 1/2; at 0.92 one reaches it at 6 and
+    # the other is censored at 6 and still at risk there, S(6) = 1 - 1/2
+    assert out["0.5"]["km_median"] == 4 and out["0.9"]["km_median"] == 6
 
 
 def test_sustained_crossing_on_hand_made_curves():
@@ -122,29 +128,35 @@ def test_sustained_crossing_on_hand_made_curves():
     # the sweep reads the sustained crossing; the collapsed run is censored at budget + eval_every
     # (4 + 1), though its first touch was at update 1. From 0.2, 90% of the gap is 0.92.
     out = sweep.thresholds([collapse, recovers], 0.2, 4, 1)
-    assert out["0.9"]["per_seed"] == [5, 3] and out["0.9"]["censored"] == 1 and out["0.9"]["first"] == [1, 1]
+    assert out["0.9"]["per_seed"] == [5, 3] and out["0.9"]["censored"] == 1
     # half the gap is 0.6: the collapsed run ends at 0.8 and holds from update 1 on; the other dips to 0.6
     # (the level itself) and so holds from 1 as well
     assert out["0.5"]["per_seed"] == [1, 1] and out["0.5"]["censored"] == 0
 
 
-def test_ratio_of_mean_updates_with_its_intervals():
-    r = sweep.ratio([8, 8, 8], [4, 4, 4])
-    assert r["ratio"] == 2 and r["ci95"] == [2, 2] and r["ci95_t"] == [2, 2] and r["per_seed"] == [2, 2, 2]
-    r = sweep.ratio([4, 12], [4, 4])  # resamples of two seeds: (4+4)/8, (4+12)/8, (12+12)/8
-    assert r["ratio"] == 2 and r["ci95"] == [1, 3]
-    # delta method: d = (4 - 2*4)/4, (12 - 2*4)/4 = -1, 1; sd sqrt(2); half-width t_1 * sqrt(2)/sqrt(2)
-    assert r["ci95_t"] == pytest.approx([2 - 12.706, 2 + 12.706])
-    # paired: seed by seed a = 2b, so every resample of seeds gives 2 (unpaired resampling would not)
-    r = sweep.ratio([2, 6], [1, 3])
-    assert r["ci95"] == [2, 2] and r["ci95_t"] == pytest.approx([2, 2])
+def test_speed_ratio_reads_mean_curves_and_resamples_paired_seeds():
+    fast, slow, never = [(0, 0.0), (1, 1.0), (2, 1.0)], [(0, 0.0), (1, 0.0), (2, 1.0)], [(0, 0.0), (1, 0.2), (2, 0.3)]
+    r = sweep.ratio(sweep.speed_ratio([slow, slow], [fast, fast], 0.5, 3), 2)
+    assert r == {"ratio": 2.0, "ci95": [2.0, 2.0], "censored": 0.0}
+    # a's mean curve (fast, slow) is 0, 0.5, 1: it holds 0.5 from update 1. Resamples of its seeds:
+    # (fast, fast) 1, (slow, slow) 2 (a quarter of them), mixed 1; b is fast throughout
+    r = sweep.ratio(sweep.speed_ratio([fast, slow], [fast, fast], 0.5, 3), 2)
+    assert r["ratio"] == 1.0 and r["ci95"] == [1.0, 2.0] and r["censored"] == 0.0
+    # a mean curve that never holds it counts as the budget plus one evaluation, 3: a bound, flagged
+    r = sweep.ratio(sweep.speed_ratio([never, never], [fast, fast], 0.5, 3), 2)
+    assert r == {"ratio": 3.0, "ci95": [3.0, 3.0], "censored": 1.0}
 
 
 def test_growth_of_a_ratio_from_k_1():
-    g = sweep.growth([8, 8], [4, 4], [4, 4], [4, 4])  # 2 at K, 1 at K = 1
+    constant = lambda value: lambda idx: (value, False)
+    g = sweep.growth(constant(2.0), constant(1.0), 3)
     assert g["growth"] == 2 and g["ci95"] == [2, 2]
-    g = sweep.growth([6, 6], [2, 2], [3, 1], [2, 2])  # 3 at K; at K = 1 resamples give 1.5, 1, 0.5
-    assert g["growth"] == pytest.approx(3.0) and g["ci95"] == pytest.approx([2.0, 6.0])
+    # paired: at K the statistic is mean(x) over the drawn seeds, at K = 1 mean(y), and x = 2y seed by
+    # seed, so every resample gives 2 (an unpaired resampling would not)
+    x, y = [2.0, 4.0, 10.0], [1.0, 2.0, 5.0]
+    mean_of = lambda values: lambda idx: (sum(values[i] for i in idx) / len(idx), False)
+    g = sweep.growth(mean_of(x), mean_of(y), 3)
+    assert g["growth"] == pytest.approx(2.0) and g["ci95"] == pytest.approx([2.0, 2.0])
 
 
 def test_lambda_is_chosen_by_the_final_score_or_the_curve_mean():
@@ -185,11 +197,14 @@ def test_the_sweep_end_to_end(tmp_path):
         assert set(r["methods"]) == {"sft", *text2grad.METHODS} and len(r["methods"]["oracle"]["scores"]) == 2
         for steps in r["thresholds"].values():
             assert all(len(s["per_seed"]) == 2 for s in steps.values())
-        for q, pairs in r["ratios"].items():  # each ratio from the per-seed updates it was read from
+        for q, pairs in r["ratios"].items():  # each ratio from the mean test curves, read by a loop here
             for key, v in pairs.items():
-                a, b = (r["thresholds"][name][q]["per_seed"] for name in key.split(" / "))
-                assert v["ratio"] == pytest.approx(sum(a) / sum(b)) and v["per_seed"] == pytest.approx(
-                    [x / y for x, y in zip(a, b)])
+                held = []
+                for name in key.split(" / "):
+                    level, curve = r["thresholds"][name][q]["level"], r["methods"][name]["test_curve"]
+                    above = [u for j, (u, _) in enumerate(curve) if all(s >= level - 1e-9 for _, s in curve[j:])]
+                    held.append(above[0] if above else r["updates"] + r["eval_every"])
+                assert v["ratio"] == pytest.approx(held[0] / held[1]) and v["ci95"][0] <= v["ci95"][1]
         for name in text2grad.METHODS:  # the thresholds read the mean test curve's seeds
             assert [u for u, _ in r["methods"][name]["test_curve"]] == [u for u, _ in r["methods"][name]["curve"]]
     assert set(results["growth"]) == {"2"}

@@ -142,7 +142,7 @@ def test_rebuild_from_results_json(tmp_path, capsys):
     # scores 0.69 and 0.71: mean 0.7, sd 0.02 / sqrt(2), half-width t(1) = 12.706 times sd / sqrt(2) = 0.12706
     assert written["methods"]["text2grad"]["score"] == pytest.approx(0.7)
     assert written["methods"]["text2grad"]["ci95"] == pytest.approx(12.706 * 0.01)
-    assert written["paired"]["text2grad - ppo_scalar"] == {"mean": 0.0, "ci95": 0.0, "per_seed": [0.0, 0.0],
+    assert written["paired"]["text2grad - ppo_scalar"] == {"mean": 0.0, "ci95": 0.0, "per_seed": [0.0, 0.0], "units": 2,
                                                            "verdict": "tie"}
     assert "credit_landing" not in written and "credit landing: not measured" in capsys.readouterr().out
 

@@ -78,11 +78,15 @@ def test_reward_model_seeds(run_all, tmp_path):
     for name in ("cot", "no_cot"):  # two seeds each; the first is the model PPO uses, as in a one-seed run
         assert len(rm[name]["seeds"]["positive_f1"]) == len(rm[name]["seeds"]["negative_f1"]) == 2
         assert metrics(rm[name]) == metrics(one_seed["reward_model"][name])
-    assert rm["scalar"]["seeds"] == {} and metrics(rm["scalar"]) == metrics(one_seed["reward_model"]["scalar"])
+    assert len(rm["scalar"]["seeds"]["score_correlation"]) == 2  # the scalar model has its seeds too
+    assert metrics(rm["scalar"]) == metrics(one_seed["reward_model"]["scalar"])
     for metric in ("positive_f1", "negative_f1"):
         by_hand = [a - b for a, b in zip(rm["cot"]["seeds"][metric], rm["no_cot"]["seeds"][metric])]
         assert results["reward_paired"][metric]["per_seed"] == pytest.approx(by_hand)
-    assert results["methods"]["text2grad"]["scores"] == one_seed["methods"]["text2grad"]["scores"]
+    # PPO seed 0 reads reward seed 0, as in the one-seed run; PPO seed 1 reads reward seed 1
+    assert results["methods"]["text2grad"]["reward_seeds"] == [0, 1]
+    assert results["methods"]["text2grad"]["scores"][0] == one_seed["methods"]["text2grad"]["scores"][0]
+    assert results["paired"]["text2grad - ppo_scalar"]["units"] == 2
 
 
 def test_reward_models_from_a_trunk_trained_on_the_references(tmp_path):

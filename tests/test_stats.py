@@ -69,3 +69,16 @@ def test_curve_area_and_mean_curve_by_hand():
     assert close(stats.mean_curve([sooner, later]), [(0, 0.2), (2, 0.6), (6, 1.0)])
     with pytest.raises(ValueError, match="share their updates"):
         stats.mean_curve([sooner, [(0, 0.2), (3, 1.0), (6, 1.0)]])
+
+
+def test_paired_difference_averages_the_runs_of_a_reward_model_first():
+    a, b = [1.0, 2.0, 3.0, 4.0], [0.0, 0.0, 0.0, 0.0]
+    plain = stats.paired_difference(a, b)  # mean 2.5, sd sqrt(5/3), t_3 3.182: half 3.182 * 1.2910 / 2
+    assert plain["mean"] == pytest.approx(2.5) and plain["ci95"] == pytest.approx(3.182 * (5 / 3) ** 0.5 / 2)
+    assert plain["units"] == 4
+    # runs 0 and 2 read reward seed 0, runs 1 and 3 seed 1: units 2 and 3, sd sqrt(1/2), t_1 12.706
+    grouped = stats.paired_difference(a, b, groups=[0, 1, 0, 1])
+    assert grouped["mean"] == pytest.approx(2.5) and grouped["ci95"] == pytest.approx(12.706 * 0.5 ** 0.5 / 2 ** 0.5)
+    assert grouped["units"] == 2 and grouped["verdict"] == "tie" and grouped["per_seed"] == a
+    # every run its own reward seed: the plain interval
+    assert stats.paired_difference(a, b, groups=[0, 1, 2, 3])["ci95"] == pytest.approx(plain["ci95"])
