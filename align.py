@@ -86,14 +86,9 @@ def span_rewards(offsets, spans, text):
 def align(text, offsets, annotation):
     """Parsed annotation -> (delta per token, stats). Good phrases give +1, poor phrases -1."""
     labelled = [(p, 1.0) for p in annotation["good_spans"]] + [(p, -1.0) for p in annotation["poor_spans"]]
-    spans, unaligned = [], 0
-    for phrase, value in labelled:
-        found = find_span(text, phrase)
-        if found is None:
-            unaligned += 1
-        else:
-            spans.append((found[0], found[1], value))
+    found = [find_span(text, phrase) for phrase, _ in labelled]  # (start, end) or None
+    spans = [(*place, value) for place, (_, value) in zip(found, labelled) if place is not None]
     delta = span_rewards(offsets, spans, text)
-    stats = {"spans": len(labelled), "unaligned": unaligned,  # phrases quoted; those find_span could not place
+    stats = {"spans": len(labelled), "unaligned": found.count(None),  # phrases quoted; those find_span could not place
              "labelled_tokens": sum(d != 0 for d in delta), "tokens": len(offsets)}  # tokens with delta != 0; all
     return delta, stats

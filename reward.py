@@ -89,10 +89,9 @@ def encode_records(tokenizer, records, block_size):
         truncated += fit_to_block(tokenizer, item, block_size, record.get("_source", f"record {i + 1}"))
         kept.append(record)
         items.append(item)
-    return kept, items, {"spans": totals["spans"], "unaligned": totals["unaligned"],
-                         "unaligned_rate": totals["unaligned"] / max(1, totals["spans"]),
+    return kept, items, {"spans": totals["spans"], "unaligned": totals["unaligned"], "records": len(records),
+                         "unaligned_rate": totals["unaligned"] / max(1, totals["spans"]), "critiques_truncated": truncated,
                          "labelled_token_share": totals["labelled_tokens"] / max(1, totals["tokens"]),
-                         "critiques_truncated": truncated, "records": len(records),
                          "skipped": len(records) - len(kept)}
 
 
@@ -123,15 +122,12 @@ def collate(tokenizer, items, kind, cot, device):
     ids, critique_targets, span_labels (B, T), score_position (B,)."""
     rows = [layout(tokenizer, item, kind, cot) for item in items]
     T = max(len(r[0]) for r in rows)
-    ids = torch.full((len(rows), T), tokenizer.pad_id, dtype=torch.long)
-    critique_targets = torch.full((len(rows), T), IGNORE, dtype=torch.long)
-    span_labels = torch.full((len(rows), T), IGNORE, dtype=torch.long)
-    for i, (seq, targets, labels, _) in enumerate(rows):
-        ids[i, :len(seq)] = torch.tensor(seq)
-        critique_targets[i, :len(seq)] = torch.tensor(targets)
-        span_labels[i, :len(seq)] = torch.tensor(labels)
+    batch = [torch.full((len(rows), T), fill, dtype=torch.long) for fill in (tokenizer.pad_id, IGNORE, IGNORE)]
+    for i, row in enumerate(rows):
+        for tensor, values in zip(batch, row[:3]):  # ids, critique_targets, span_labels
+            tensor[i, :len(values)] = torch.tensor(values)
     score_position = torch.tensor([r[3] if r[3] is not None else 0 for r in rows])
-    return ids.to(device), critique_targets.to(device), span_labels.to(device), score_position.to(device)
+    return *(tensor.to(device) for tensor in batch), score_position.to(device)
 
 
 # The model
@@ -170,13 +166,10 @@ class RewardModel(nn.Module):
             return loss, {"score_mse": loss.detach()}
         span = F.cross_entropy(self.head(hidden).flatten(0, 1), span_labels.flatten(),
                                weight=self.class_weights, ignore_index=IGNORE)
-        parts = {"span": span.detach()}
-        loss = span
-        if self.cot:
-            critique = F.cross_entropy(logits.float().flatten(0, 1), critique_targets.flatten(), ignore_index=IGNORE)
-            parts["critique"] = critique.detach()
-            loss = loss + critique
-        return loss, parts
+        if not self.cot:
+            return span, {"span": span.detach()}
+        critique = F.cross_entropy(logits.float().flatten(0, 1), critique_targets.flatten(), ignore_index=IGNORE)
+        return span + critique, {"span": span.detach(), "critique": critique.detach()}
 
     @torch.no_grad()
     def predict(self, tokenizer, prompts, responses, batch_size=64):
@@ -238,10 +231,8 @@ def train_reward_model(model, tokenizer, items, steps, batch_size, lr, device, s
         model.target_scale.copy_(torch.stack([targets.mean(), targets.std().clamp(min=1e-6)]))
 
     def batch_loss(step, rng):
-        if fresh is None:
-            batch = rng.sample(items, batch_size)
-        else:
-            batch = [rng.choice(fresh) for _ in range(batch_size // 2)] + rng.sample(items, batch_size - batch_size // 2)
+        batch = rng.sample(items, batch_size) if fresh is None else (
+            [rng.choice(fresh) for _ in range(batch_size // 2)] + rng.sample(items, batch_size - batch_size // 2))
         ids, critique_targets, span_labels, score_position = collate(tokenizer, batch, model.kind, model.cot, device)
         scores = scalar_targets(batch, model.shaping).to(device) if model.kind == "scalar" else None
         return model.loss(ids, critique_targets, span_labels, score_position, scores)

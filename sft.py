@@ -116,23 +116,13 @@ def response_ids(tokenizer, tokens, mask):
 
 def respond(model, tokenizer, prompts, greedy=True, temperature=1.0, batch_size=100, generator=None, desc="generate"):
     """Responses to prompt strings: (texts, token ids), up to the EOS; desc None: no progress bar."""
-    texts, ids = [], []
+    ids = []
     for i in tqdm(range(0, len(prompts), batch_size), desc=desc, leave=False, disable=desc is None):
         chunk = [tokenizer.prompt(p) for p in prompts[i:i + batch_size]]
         tokens, _, mask = generate(model, chunk, MAX_NEW_TOKENS, tokenizer.eos_id, tokenizer.pad_id,
                                    temperature=temperature, greedy=greedy, generator=generator)
-        for row in response_ids(tokenizer, tokens, mask):
-            ids.append(row)
-            texts.append(tokenizer.decode(row))
-    return texts, ids
-
-
-def mean_metrics(task, model, tokenizer, examples, desc="validate"):
-    """The task's metrics of greedy responses, each averaged over examples (cheaper than evaluate,
-    which also asks the critic): the points of the SFT learning curve."""
-    responses, _ = respond(model, tokenizer, [e.prompt for e in examples], desc=desc)
-    scores = [task.metrics(e, r) for e, r in zip(examples, responses)]
-    return {k: sum(s[k] for s in scores) / len(scores) for k in scores[0]}
+        ids += response_ids(tokenizer, tokens, mask)
+    return [tokenizer.decode(row) for row in ids], ids
 
 
 def evaluate(task, model, tokenizer, examples):

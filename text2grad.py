@@ -14,6 +14,7 @@ and intervals, choosing GAE lambda on validation (LAMBDAS below), the no-critiqu
 import argparse
 import copy
 import dataclasses
+import os
 import time
 
 import torch
@@ -26,7 +27,7 @@ from data.annotations import annotate
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig
 from reward import Refresh, RefreshConfig, RewardModel, encode_records, evaluate_reward_model, train_reward_model
-from sft import MAX_NEW_TOKENS, evaluate, mean_metrics, respond, response_ids, train_sft
+from sft import MAX_NEW_TOKENS, evaluate, respond, response_ids, train_sft
 
 
 @dataclasses.dataclass
@@ -62,6 +63,7 @@ class Config:  # a first look's sizes, a few minutes on 2 CPU cores; the lab's e
     ppo_lr: float = 5e-5          # the policy's Adam learning rate
     eval_every: int = 4           # updates between points of the validation curve
     compile: bool = False         # torch.compile the hot loss path (loss.py)
+    figure: str = "first_look.svg"  # where the validation curves are drawn (SVG); "" for none
 
 
 # Each method's GAE lambda, chosen per task on validation by the lab from {0, 0.5, 0.95} (0.95 is
@@ -181,6 +183,7 @@ def run(config):
 
     # PPO from the SFT policy with each method's reward; the same prompts and seed for every method
     prompts = [tokenizer.prompt(e.prompt) for e in splits["train"]]
+    validate = lambda gpt: evaluate(task, gpt, tokenizer, splits["validation"])[0][task.PRIMARY]  # the curve's points
     table = {"sft": (None, [sft_test[task.PRIMARY]], sft_test[task.PRIMARY])}
     for method in METHODS:
         lam = LAMBDAS[task.NAME].get(method, 0.95)
@@ -191,8 +194,7 @@ def run(config):
                                   RefreshConfig(), items["train"], config.seed)
         trained = ppo.PolicyWithValue(copy.deepcopy(policy), ppo_config.detach_value)
         curve, _, _ = ppo.train(trained, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, ppo_config,
-                                seed=config.seed, evaluate=lambda gpt: mean_metrics(task, gpt, tokenizer, splits["validation"])[task.PRIMARY],
-                                eval_every=config.eval_every, desc=f"ppo {method}")
+                                seed=config.seed, evaluate=validate, eval_every=config.eval_every, desc=f"ppo {method}")
         test, _, _ = evaluate(task, trained.gpt, tokenizer, splits["test"])
         table[method] = (lam, [score for _, score in curve], test[task.PRIMARY])
         say(f"PPO {method}: test {task.PRIMARY} {test[task.PRIMARY]:.3f}")
@@ -207,7 +209,27 @@ def run(config):
     for name, (a, b) in CONTRASTS.items():  # what placement did, and what the judge did, on this run
         curve = " ".join(f"{x - y:+.2f}" for x, y in zip(table[a][1], table[b][1]))
         print(f"{name:19s} {a} - {b}".ljust(47) + f" {curve:32s} {table[a][2] - table[b][2]:+6.3f}")
+    if config.figure:
+        figure(table, config, task.PRIMARY)
     return table
+
+
+def figure(table, config, primary):
+    """The validation curves as an SVG chart: colour for who judges, dashed where it lands on the last token."""
+    colours, curves = {"scalar": "#e08a1e", "cot": "#1f6fb4", "critic": "#2f9e44"}, {m: table[m][1] for m in METHODS}
+    low, high = min(map(min, curves.values())), max(map(max, curves.values())) + 1e-9
+    x, y = lambda j: 50 + 380 * j / (len(curves["oracle"]) - 1), lambda v: 270 - 240 * (v - low) / (high - low)
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="640" height="300" font-family="sans-serif" font-size="12">'
+           f'<rect width="640" height="300" fill="#fff"/><text x="10" y="18">{config.task}, seed {config.seed}: validation '
+           f'{primary}, {low:.2f} (bottom) to {high:.2f} (top), updates 0 to {config.updates} (every {config.eval_every})</text>']
+    for i, (method, curve) in enumerate(curves.items()):
+        style = f'fill="none" stroke="{colours[METHODS[method][0]]}" stroke-width="2"' + (
+            ' stroke-dasharray="6 4"' if METHODS[method][1] == "last" else "")
+        svg += [f'<polyline {style} points="{" ".join(f"{x(j):.0f},{y(v):.0f}" for j, v in enumerate(curve))}"/>',
+                f'<polyline {style} points="450,{40 + 20 * i} 480,{40 + 20 * i}"/><text x="486" y="{44 + 20 * i}">{method}</text>']
+    with open(config.figure, "w") as f:
+        f.write("\n".join(svg + ["</svg>\n"]))
+    print(f"the validation curves, drawn: {config.figure}")
 
 
 def main(argv=None):
@@ -220,6 +242,8 @@ def main(argv=None):
     config = Config(**vars(parser.parse_args(argv)))
     if config.task not in guards.PRAISE:
         parser.error(f"--task must be one of {', '.join(guards.PRAISE)}")
+    if config.figure and not os.access(os.path.dirname(os.path.abspath(config.figure)), os.W_OK):
+        parser.error(f"--figure {config.figure}: not in a folder this run can write to; name another, or '' for none")
     config.device = ("cuda" if torch.cuda.is_available() else "cpu") if config.device == "auto" else config.device
     try:
         torch.zeros(1, device=config.device)

@@ -14,7 +14,7 @@ import torch
 from align import align
 from model import generate, left_pad, token_logprobs
 from reward import evaluate_reward_model
-from sft import evaluate, mean_metrics
+from sft import evaluate, respond
 from text2grad import METHODS, reward_function
 
 
@@ -24,6 +24,14 @@ def flaw_rates(examples):
     rates = {k: sum(k in e.flaws for e in examples) / len(examples) for k in kinds}
     rates["any"] = sum(bool(e.flaws) for e in examples) / len(examples)
     return rates
+
+
+def mean_metrics(task, model, tokenizer, examples, desc="validate"):
+    """The task's metrics of greedy responses, each averaged over examples (sft.evaluate without the
+    critic): the points of the SFT learning curve."""
+    responses, _ = respond(model, tokenizer, [e.prompt for e in examples], desc=desc)
+    scores = [task.metrics(e, r) for e, r in zip(examples, responses)]
+    return {k: sum(s[k] for s in scores) / len(scores) for k in scores[0]}
 
 
 def primary_score(task, model, tokenizer, examples, desc="validate"):

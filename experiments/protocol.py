@@ -28,14 +28,14 @@ from data import document, experiment_splits, get_task
 from data.annotations import annotate, read_annotations, read_jsonl
 from data.tokenizer import Tokenizer, training_texts
 from experiments.checkpoint import load_checkpoint, save_checkpoint
-from experiments.measures import evaluate_policy, flaw_rates, overoptimisation, primary_score, reward_metrics
+from experiments.measures import evaluate_policy, flaw_rates, mean_metrics, overoptimisation, primary_score, reward_metrics
 from experiments.runstate import (Progress, add_run_flags, atomic_save, check_run_flags, checked, fail, pick_device,
                                   run_to_the_end)
 from experiments.showcase import showcase
 from guards import PRAISE
 from model import GPT, GPTConfig
 from reward import RefreshConfig, RewardModel, encode_records, train_reward_model
-from sft import MAX_NEW_TOKENS, mean_metrics, respond, train_sft
+from sft import MAX_NEW_TOKENS, respond, train_sft
 from text2grad import CONTRASTS, METHODS, REWARD_MODELS, method_reward
 
 # Sizes a run may pick with --preset: "default" is the experiment's (RESULTS.md); "small" a quick

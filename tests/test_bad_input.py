@@ -157,6 +157,7 @@ def test_value_command_needs_a_finished_run(tmp_path, capsys):
     (["--device", "tpu7"], "--device tpu7 is not a device torch can use here"),
     (["--device", "cuda:99"], "--device cuda:99 is not a device torch can use here"),
     (["--updates", "many"], "argument --updates: invalid int value: 'many'"),
+    (["--figure", "/no/such/folder/look.svg"], "--figure /no/such/folder/look.svg: not in a folder this run can write to"),
 ])
 def test_the_first_look_refuses_bad_flags_in_one_line(capsys, argv, message):
     assert message in run_fails(capsys, argv, text2grad.main)

@@ -7,6 +7,7 @@ there). tests/test_cuda.py runs the pipeline on a GPU."""
 import copy
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -299,7 +300,7 @@ def test_critique_check_sorts_every_validation_record(run_all, tmp_path):
         assert 0 < result["all"]["records"] <= kept  # the validation records whose encoding fits
 
 
-def test_the_first_look_is_the_protocols_run_at_each_chosen_lambda(run_all, capsys):
+def test_the_first_look_is_the_protocols_run_at_each_chosen_lambda(run_all, capsys, tmp_path):
     """python text2grad.py at the tiny preset's sizes, against the lab's run of the same preset and
     seed: two code paths (one script, stages with checkpoints and resume) that must train the same
     models, so each method's validation curve equals the lab's run at that lambda, point by point."""
@@ -310,7 +311,7 @@ def test_the_first_look_is_the_protocols_run_at_each_chosen_lambda(run_all, caps
     sizes.update(tiny["model"], updates=tiny["ppo"]["updates"], ppo_batch_size=tiny["ppo"]["batch_size"],
                  minibatch_size=tiny["ppo"]["minibatch_size"], ppo_lr=tiny["ppo"]["lr"])
     argv = [a for k, v in sizes.items() for a in (f"--{k.replace('_', '-')}", str(v))]
-    table = text2grad.main(argv + ["--task", "summarize", "--device", "cpu"])
+    table = text2grad.main(argv + ["--task", "summarize", "--device", "cpu", "--figure", str(tmp_path / "look.svg")])
     printed = capsys.readouterr().out
     done = json.loads((run_all / "summarize" / "progress.json").read_text())["done"]
     assert table["sft"][2] == json.loads((run_all / "summarize" / "results.json").read_text())["sft"]["test"]["rougeL"]
@@ -318,3 +319,14 @@ def test_the_first_look_is_the_protocols_run_at_each_chosen_lambda(run_all, caps
         lab = done[f"ppo/{method}/lambda{lam}/0"]["value"]["curve"]
         assert table[method][0] == lam and table[method][1] == [point[1] for point in lab]
         assert method in printed
+    # the figure: one curve and one legend swatch per method, dashed where the reward lands on the last
+    # token; the curves' highest score drawn at y = 30 and the lowest at y = 270 (pixels)
+    svg = (tmp_path / "look.svg").read_text()
+    lines = re.findall(r'<polyline fill="none" stroke="(#\w+)" stroke-width="2"( stroke-dasharray="6 4")? points="([^"]+)"', svg)
+    assert len(lines) == 2 * len(text2grad.METHODS) and svg.endswith("</svg>\n")
+    curves = [line for line in lines if len(line[2].split()) == len(table["oracle"][1])]
+    assert [bool(dash) for _, dash, _ in curves] == [where == "last" for _, where in text2grad.METHODS.values()]
+    ys = [int(point.split(",")[1]) for _, _, points in curves for point in points.split()]
+    scores = [s for method in text2grad.METHODS for s in table[method][1]]
+    if max(scores) > min(scores):
+        assert min(ys) == 30 and max(ys) == 270
