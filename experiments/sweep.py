@@ -11,11 +11,13 @@ over sum-only feedback between sqrt(K) and K in regret (K to K^2 in the updates 
 given level); this sweep measures it in updates.
 
     data -> tokenizer -> one SFT policy (K mixed) -> annotate -> reward models (cot, scalar; K
-    mixed) -> per K: the METHODS of text2grad.py, GAE lambda chosen on validation (by the
-    last quarter of its curve: where a run ends up, not how fast it rose), several seeds, test
-    scored at every update -> updates needed to reach 50% and 90% of the gap from SFT to the
-    ceiling (every site right) *and hold it* to the end of the budget, read on the test curves
-    -> ratios scalar / span with intervals over seeds
+    mixed; --reward-seeds of them, PPO seed j reading the (j mod R)-th) -> per K, one budget for
+    every K: the METHODS of text2grad.py, GAE lambda chosen on validation (by the last quarter of
+    its curve: where a run ends up, not how fast it rose), several seeds, test scored at every
+    update -> updates needed to reach 50% and 90% of the gap from SFT to the ceiling (every site
+    right) *and hold it* to the end of the budget, read on the test curves: on the mean curve over
+    seeds (ratios scalar / span, paired bootstrap over seeds) and by Kaplan-Meier over seeds; and
+    the area under each run's test curve (paired differences)
 
 A learned reward is a proxy, and at K = 8 a policy finds what it never saw (RESULTS.md,
 "Over-optimisation"). Every curve point therefore also holds, on validation samples, the critic's
