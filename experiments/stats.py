@@ -53,6 +53,15 @@ def paired_difference(a, b, groups=None):
     return {"mean": mean, "ci95": half, "per_seed": differences, "units": len(units), "verdict": verdict}
 
 
+def sign_test(wins, losses):
+    """Two-sided exact sign test: the chance, if either side were as likely to win each paired seed,
+    of a split at least as uneven as wins against losses (ties left out). 1.0 with no untied pair."""
+    n, k = wins + losses, max(wins, losses)
+    if n == 0:
+        return 1.0
+    return min(1.0, 2 * sum(math.comb(n, j) for j in range(k, n + 1)) / 2 ** n)
+
+
 def bootstrap_ci95(n, statistic, resamples=2000, seed=0):
     """The 2.5th and 97.5th percentiles of statistic(indices) over `resamples` draws of n indices
     with replacement (the percentile bootstrap): resample the units (responses, seeds), recompute."""

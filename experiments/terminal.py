@@ -109,6 +109,10 @@ def print_sweep(results):
             print(f"    speed at {float(q):.0%} (updates to hold it on the mean curves, a / b): " + "; ".join(
                 f"{key} {v['ratio']:.2f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]"
                 + (f" (censored in {v['censored']:.0%} of resamples)" if v["censored"] else "") for key, v in pairs.items()))
+        for q, pairs in r.get("seeds_faster", {}).items():
+            print(f"    seed by seed at {float(q):.0%}: " + "; ".join(
+                f"{key}: the second sooner on {v['b']}, the first on {v['a']}, tied {v['tied']} (sign test p = "
+                f"{v['sign_p']:.3f})" for key, v in pairs.items()))
         for key, d in r["area"].items():
             print(f"    area under the test curve {key:28s} {d['mean']:+.3f} ± {d['ci95']:.3f} ({d['verdict']})")
         for key, d in r["paired"].items():

@@ -242,3 +242,9 @@ def test_bad_k_is_one_line(capsys):
         sweep.main(["--ks", "3"])
     assert stop.value.code == 2
     assert capsys.readouterr().err.strip().count("\n") == 0
+
+
+def test_seed_by_seed_speed_with_its_sign_test():
+    # seeds 1-3: b sooner; seed 4: a sooner; seed 5: tied; p = 2 * (C(4,3) + C(4,4)) / 16 = 10/16
+    out = sweep.faster([7, 6, 9, 3, 5], [4, 4, 4, 5, 5])
+    assert out == {"b": 3, "a": 1, "tied": 1, "sign_p": pytest.approx(10 / 16)}

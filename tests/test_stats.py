@@ -82,3 +82,10 @@ def test_paired_difference_averages_the_runs_of_a_reward_model_first():
     assert grouped["units"] == 2 and grouped["verdict"] == "tie" and grouped["per_seed"] == a
     # every run its own reward seed: the plain interval
     assert stats.paired_difference(a, b, groups=[0, 1, 2, 3])["ci95"] == pytest.approx(plain["ci95"])
+
+
+def test_sign_test_against_the_binomial_by_hand():
+    # 8 of 8: 2 * (1/256); 7 of 8: 2 * (8 + 1)/256; 4 of 8: capped at 1; nothing untied: 1
+    assert stats.sign_test(8, 0) == pytest.approx(2 / 256) and stats.sign_test(0, 8) == pytest.approx(2 / 256)
+    assert stats.sign_test(7, 1) == pytest.approx(18 / 256)
+    assert stats.sign_test(4, 4) == 1.0 and stats.sign_test(0, 0) == 1.0
