@@ -16,3 +16,9 @@ the top level imports them. Each is a command, run from the repository's root:
 runstate.py (errors, atomic writes, progress.json), checkpoint.py, measures.py, run_folder.py, showcase.py,
 stats.py, summary.py and terminal.py are what the commands share. LOG.md is the experiments' history.
 """
+import os
+
+# Before torch loads MKL: its conditional numerical reproducibility, so that a stage resumed in a new
+# process computes what an uninterrupted run did (otherwise MKL may choose a code path by where the
+# loaded weights happen to sit in memory, and round a float32 product differently).
+os.environ.setdefault("MKL_CBWR", "AUTO")

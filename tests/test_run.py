@@ -168,12 +168,24 @@ def close(a, b, rel=1e-4, abs_=1e-6):
     return a == b
 
 
+def differences(a, b, path="", rel=1e-4, abs_=1e-6):
+    """Where close(a, b) fails: the paths of the leaves (or key sets) that differ, with both values."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return [f"{path}: keys {sorted(set(a) ^ set(b))}"]
+        return [d for k in a for d in differences(a[k], b[k], f"{path}/{k}", rel, abs_)]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for j, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{path}[{j}]", rel, abs_)]
+    return [] if close(a, b, rel, abs_) else [f"{path}: {a!r} against {b!r}"]
+
+
 def test_close_tells_rounding_from_a_different_run():
     assert close({"loss": [5.069726085662841, 3], "n": "x"}, {"loss": [5.0697262525558475, 3], "n": "x"})
     assert not close({"loss": [5.0697, 3]}, {"loss": [5.0707, 3]})       # 2e-4 apart
     assert not close({"loss": [5.0, 3]}, {"loss": [5.0, 4]})             # an integer differs
     assert not close({"loss": [5.0]}, {"loss": [5.0, 1.0]})              # a point missing
     assert not close({"a": 1.0}, {"b": 1.0})
+    assert differences({"x": [1.0, 2.0], "y": 3}, {"x": [1.0, 2.5], "y": 3}) == ["/x[1]: 2.0 against 2.5"]
 
 
 def finished(out):
@@ -211,7 +223,8 @@ def test_killed_and_resumed_run_gives_the_same_numbers(run_all, tmp_path):
         assert code == -signal.SIGKILL, f"the run ended before {stage} finished"
         assert not (tmp_path / "summarize" / "results.json").exists()
     protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
-    assert close(metrics(tmp_path / "summarize" / "results.json"), metrics(run_all / "summarize" / "results.json"))
+    got, want = metrics(tmp_path / "summarize" / "results.json"), metrics(run_all / "summarize" / "results.json")
+    assert close(got, want), differences(got, want)
 
 
 @pytest.mark.slow
@@ -222,7 +235,8 @@ def test_ctrl_c_stops_with_one_line_and_resume_finishes(run_all, tmp_path):
     assert "reward/scalar" in progress["done"] and "showcase" not in progress["done"]
     assert not (tmp_path / "summarize" / "results.json").exists()
     protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path), "--resume"])
-    assert close(metrics(tmp_path / "summarize" / "results.json"), metrics(run_all / "summarize" / "results.json"))
+    got, want = metrics(tmp_path / "summarize" / "results.json"), metrics(run_all / "summarize" / "results.json")
+    assert close(got, want), differences(got, want)
 
 
 def test_resume_with_more_seeds_adds_their_runs(run_all, tmp_path):
