@@ -13,7 +13,7 @@ the top level imports them. Each is a command, run from the repository's root:
     python -m experiments.bench            the loss path, generation and one update, timed
     python -m experiments.diff_results     two runs' results.json compared leaf by leaf
 
-runstate.py (errors, atomic writes, progress.json), checkpoint.py, measures.py, run_folder.py, showcase.py,
+runstate.py (errors, atomic writes, progress.json), checkpoint.py, measures.py, ppo_runs.py (the PPO stage), run_folder.py, showcase.py,
 stats.py, summary.py and terminal.py are what the commands share. LOG.md is the experiments' history.
 """
 import os

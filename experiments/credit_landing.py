@@ -28,7 +28,8 @@ from experiments.run_folder import read_json, read_run
 from model import generate
 from experiments.runstate import atomic_save, fail, pick_device
 from sft import MAX_NEW_TOKENS, response_ids
-from experiments.protocol import COMPARISONS, configs
+from experiments.ppo_runs import configs
+from experiments.protocol import COMPARISONS
 from text2grad import METHODS, reward_function
 
 PROBE = 64  # criticised responses in the credit-landing batch

@@ -21,7 +21,8 @@ import sys
 import time
 
 from data.annotations import read_annotations
-from experiments.protocol import configs, encode_splits
+from experiments.ppo_runs import configs
+from experiments.protocol import encode_splits
 from experiments.run_folder import read_run
 from experiments.runstate import atomic_save, checked, pick_device
 from reward import RewardModel, evaluate_reward_model, train_reward_model

@@ -44,7 +44,7 @@ import ppo
 import text2grad
 from data import facts
 from data.annotations import read_annotations
-from experiments import figures, measures, protocol, stats, terminal
+from experiments import figures, measures, ppo_runs, protocol, stats, terminal
 from experiments.report import render
 from experiments.summary import summarise_methods
 from experiments.runstate import (Progress, add_run_flags, atomic_save, check_run_flags, checked, fail,
@@ -146,7 +146,12 @@ def ratio(stat, n, seed=0):
     method's curves again, read both again. "censored": the share of resamples where a mean curve never
     held the level (the interval is then partly a bound)."""
     flags = []
-    low, high = stats.bootstrap_ci95(n, lambda idx: flags.append(stat(idx)[1]) or stat(idx)[0], seed=seed)
+
+    def resampled(idx):  # the ratio, noting whether a mean curve never held the level
+        value, censored = stat(idx)
+        flags.append(censored)
+        return value
+    low, high = stats.bootstrap_ci95(n, resampled, seed=seed)
     return {"ratio": stat(range(n))[0], "ci95": [low, high], "censored": sum(flags) / len(flags)}
 
 
@@ -180,7 +185,7 @@ def sweep_k(k, model, tokenizer, splits, reward_models, items, preset, seeds, co
         progress.finish("evaluate", {"validation": validation, "test": test}, start)
     sft = progress["evaluate"]
     k_preset = {**preset, "ppo": {**preset["ppo"], "updates": preset["updates"]}}
-    methods, _, grid = protocol.ppo_stage(facts, model, tokenizer, splits, reward_models, sft, k_preset, seeds,
+    methods, _, grid = ppo_runs.ppo_stage(facts, model, tokenizer, splits, reward_models, sft, k_preset, seeds,
                                           compile, folder, progress, items)
     # the test curve of each seed's run at the chosen lambda: points (update, validation, test, ...)
     curves = {name: [[(p[0], p[2]) for p in curve] for curve in methods[name]["curves"]] for name in text2grad.METHODS}
@@ -227,7 +232,7 @@ def ablation(k, model, tokenizer, splits, reward_models, items, preset, seeds, o
             # no spans: the praise setting does not reach scalar PPO's reward (its model's target was summed
             # through the preset's guards once, and a refresh keeps that target whatever the setting)
             spans = {} if name == "text2grad" else {"praise": "token"}
-            config, shaping, refresh = protocol.configs({**preset["ppo"], **fields, **spans, "updates": budget,
+            config, shaping, refresh = ppo_runs.configs({**preset["ppo"], **fields, **spans, "updates": budget,
                                                     "lam": ABLATION["lambda"]}, max_new_tokens=MAX_NEW_TOKENS)
             key = f"praise={shaping.praise}-cut_praise={shaping.cut_praise}"
             key += f"-refresh_every={refresh.every}" if refresh.every else ""

@@ -20,7 +20,7 @@ from experiments.run_folder import read_run
 from experiments.runstate import atomic_save, pick_device
 from sft import MAX_NEW_TOKENS
 from experiments.measures import primary_score
-from experiments.protocol import configs
+from experiments.ppo_runs import configs
 from text2grad import reward_function
 
 # The value-head settings main compares (PPOConfig fields); the last is PPOConfig's default.

@@ -5,7 +5,7 @@ import pytest
 
 import text2grad
 from data import Example, facts
-from experiments import protocol, stats, sweep
+from experiments import ppo_runs, stats, sweep
 from test_report import Page
 
 
@@ -161,19 +161,19 @@ def test_growth_of_a_ratio_from_k_1():
 
 def test_lambda_is_chosen_by_the_final_score_or_the_curve_mean():
     sooner, later = [(0, 0.2), (1, 0.9), (2, 0.9)], [(0, 0.2), (1, 0.5), (2, 0.95)]
-    assert protocol.choice_score(sooner, "final") == 0.9 and protocol.choice_score(later, "final") == 0.95
-    assert protocol.choice_score(sooner, "mean") == pytest.approx(2.0 / 3)
-    assert protocol.choice_score(later, "mean") == pytest.approx(1.65 / 3)
-    assert protocol.choice_score([(0, 0.2, 0.1), (1, 0.6, 0.0)], "mean") == pytest.approx(0.4)  # a test score beside
+    assert ppo_runs.choice_score(sooner, "final") == 0.9 and ppo_runs.choice_score(later, "final") == 0.95
+    assert ppo_runs.choice_score(sooner, "mean") == pytest.approx(2.0 / 3)
+    assert ppo_runs.choice_score(later, "mean") == pytest.approx(1.65 / 3)
+    assert ppo_runs.choice_score([(0, 0.2, 0.1), (1, 0.6, 0.0)], "mean") == pytest.approx(0.4)  # a test score beside
     # rise fast then collapse, against rise slowly and stay: the mean prefers the first, the last quarter
     # (here the last 2 of 8 points) the second
     collapse = list(enumerate([0.2, 0.9, 0.95, 0.95, 0.9, 0.85, 0.8, 0.7]))
     steady = list(enumerate([0.2, 0.4, 0.6, 0.7, 0.8, 0.85, 0.9, 0.92]))
-    assert protocol.choice_score(collapse, "mean") > protocol.choice_score(steady, "mean")
-    assert protocol.choice_score(collapse, "last_quarter") == pytest.approx(0.75)
-    assert protocol.choice_score(steady, "last_quarter") == pytest.approx(0.91)
+    assert ppo_runs.choice_score(collapse, "mean") > ppo_runs.choice_score(steady, "mean")
+    assert ppo_runs.choice_score(collapse, "last_quarter") == pytest.approx(0.75)
+    assert ppo_runs.choice_score(steady, "last_quarter") == pytest.approx(0.91)
     with pytest.raises(ValueError, match="choose_by"):
-        protocol.choice_score(steady, "median")
+        ppo_runs.choice_score(steady, "median")
 
 
 def test_sweep_splits_share_no_prompt_and_hold_one_k_each():

@@ -10,7 +10,8 @@ import text2grad
 from data import facts, get_task
 from data.tokenizer import Tokenizer, training_texts
 from experiments.measures import overoptimisation
-from experiments.protocol import PRESETS, configs
+from experiments.ppo_runs import configs
+from experiments.protocol import PRESETS
 from experiments.sweep import SWEEP_PRESETS
 from model import GPT, GPTConfig, generate
 from reward import MAX_CRITIQUE_TOKENS, RefreshConfig, RewardModel, encode_sample, layout

@@ -21,7 +21,7 @@ import guards
 import reward
 import text2grad
 from data.annotations import read_jsonl
-from experiments import credit_landing, critique_check, protocol, report, reward_grid, value_heads
+from experiments import credit_landing, critique_check, ppo_runs, protocol, report, reward_grid, value_heads
 from experiments.run_folder import read_run
 from test_codegen import unmarked
 from test_report import Page
@@ -279,7 +279,7 @@ def test_reward_grid_chooses_each_model_on_validation_alone(run_all, tmp_path):
     train = read_jsonl(str(tmp_path / "code" / "annotations_train.jsonl"), check=None)
     _, train_items, _ = reward.encode_records(run.tokenizer, train, run.policy.config.block_size)
     kept, items, _ = reward.encode_records(run.tokenizer, records, run.policy.config.block_size)
-    shaping = protocol.configs(run.preset["ppo"])[1]
+    shaping = ppo_runs.configs(run.preset["ppo"])[1]
     model = reward.RewardModel(copy.deepcopy(run.policy), "scalar", False, shaping)
     reward.train_reward_model(model, run.tokenizer, train_items, 3, run.preset["batch_size"], 3e-3, "cpu", run.seed)
     scores = model.predict(run.tokenizer, [r["prompt"] for r in kept], [r["response"] for r in kept])
