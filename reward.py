@@ -44,7 +44,7 @@ from model import generate, left_pad
 from sft import MAX_NEW_TOKENS, fit, response_ids
 
 IGNORE = -100          # target value the losses skip
-MAX_CRITIQUE_TOKENS = 96
+MAX_CRITIQUE_TOKENS = 128   # code's critiques of three flaws run to about 110
 
 
 # Annotated records -> the reward model's items

@@ -11,7 +11,7 @@ since spans are found by leftmost string match. Prose: what the spec asks for, a
 token of it a comparison: "Wanted: `x + y if x [>] 4 else x * y`."), then the first failing test,
 why each blamed part is wrong, and what is right, in at most four sentences. Limits: it judges
 against one reference, so a correct but differently shaped part of a failing response can be
-blamed with the real error, and when the shapes differ at the top (or in more than two places) the
+blamed with the real error, and when the shapes differ at the top (or in more than three places) the
 whole return expression is blamed.
 """
 import difflib
@@ -93,6 +93,14 @@ def _explain(mine, theirs, response, reference, rng):
         if operands == [minilang.shape(child) for child in reversed(theirs.children)]:
             return rng.choice((f"{wrong} has its operands the wrong way round; it should be {right}.",
                                f"The operands of {wrong} are swapped: the spec asks for {right}."))
+    if mine.kind == theirs.kind == "binary" and mine.value == theirs.value == "*":
+        named = [child.value for child in theirs.children if child.kind == "name"]
+        if len(named) == 2 and named[0] == named[1]:   # `x * x` wanted
+            return rng.choice((f"{wrong} doubles {named[0]}, but the spec asks for {named[0]} squared, {right}.",
+                               f"{named[0]} squared is {right}, not {wrong}."))
+        if len(named) == 1 and [child.value for child in theirs.children][0] == 2:   # `2 * x` wanted
+            return rng.choice((f"{wrong} squares {named[0]}, but the spec asks to double it, {right}.",
+                               f"Double {named[0]} is {right}, not {wrong}."))
     if mine.kind == theirs.kind == "binary" and {mine.value, theirs.value} == {"+", "-"}:
         verb, wanted = ("adds", "subtract") if mine.value == "+" else ("subtracts", "add")
         return rng.choice((f"{wrong} {verb} where the spec asks to {wanted}; it should be {right}.",
@@ -240,7 +248,7 @@ def _judge(example, response):
     blamed = [(mine, theirs) for mine, theirs in blamed
               if minilang.passes(example.reference[:theirs.start] + response[mine.start:mine.end]
                                  + example.reference[theirs.end:], tests)[0] < n] or blamed
-    if not blamed or len(blamed) > 2:  # too different to pin down: blame the whole return expression
+    if not blamed or len(blamed) > 3:  # too different to pin down: blame the whole return expression
         blamed = [(body, reference.body)]
     poor = []
     for mine, theirs in blamed:

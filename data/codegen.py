@@ -14,21 +14,26 @@ Templates (TEMPLATE_WEIGHTS), all with constants 0-9: a constant added, subtract
 a formula in both arguments and a constant (x plus y minus 3, x times 4 plus y, ...); the larger
 or smaller of two operands, as a conditional expression; the absolute difference of two operands,
 as a conditional; a remainder or a rounded-down division; and, most often, a threshold: one of two
-expressions depending on whether x (or y) is greater than, less than, at least or at most a
-constant. The parameters are x and y or one of five other pairs of letters, renamed in prompt and
-code alike, so that every template has over a hundred distinct prompts.
+branches (x plus y, 5 minus x, y squared, double x, ...) depending on whether x (or y) is greater
+than, less than, at least or at most a constant. The parameters are x and y or one of five other
+pairs of letters, renamed in prompt and code alike, so that every template has over a hundred
+distinct prompts.
 
-Flaws in the demonstrations (FLAW_RATES), as imperfect human demonstrators make them. Three are
-systematic annotator biases tied to the wording of the problem, so that an SFT policy learns them
-under greedy decoding; the others are rare slips at random places, which greedy decoding mostly
-washes out:
+Flaws in the demonstrations (FLAW_RATES), as imperfect human demonstrators make them. Six are
+systematic habits tied to the wording of the problem (SYSTEMATIC), so that an SFT policy learns
+them under greedy decoding; a threshold problem offers about two of them, each in its own place
+(the comparison, and each branch), so that a response carries several independent flaws (1.4 per
+demonstration, 1.9 on thresholds) and a sum of verdicts hides which part was wrong. The others are
+rare slips at random places, which greedy decoding mostly washes out:
 - strict_as_inclusive: "greater than K" written `>= K` ("less than K" as `<= K`).
 - bound_off_by_one: "at least K" written `>= K+1` ("at most K" as `<= K-1`), the bound read as exclusive.
 - else_branch_copied: the absolute difference's else branch written `x - y` like the first branch.
+- reversed_subtraction: "y minus x" written `x - y`, "5 minus x" written `x - 5`: the first name first.
+- squared_as_double and double_as_squared: "x squared" written `x * 2`, "double x" written `x * x`.
 - flipped_comparison, off_by_one_constant, swapped_plus_minus, swapped_operands: random slips.
-A flaw is drawn only where the problem offers its context; facts["flaw_contexts"] lists those.
-With the rates below the demonstrations pass about 68% of hidden tests (RESULTS.md: the SFT policy's
-score, which keeps the biases and loses most of the slips).
+A flaw is drawn only where the problem offers its context; facts["flaw_contexts"] lists those. A
+habit is made at every place it is offered, and every problem's hidden tests catch each habit it
+offers, made alone. With the rates below the demonstrations pass about 48% of hidden tests.
 
 The critic (what critique() returns) is in data/code_critic.py.
 """
@@ -41,19 +46,25 @@ from data import Example, code_critic, minilang
 NAME = "code"
 PRIMARY = "pass_rate"
 
-# Chance that a demonstration carries each flaw kind, given the context in the comment. Systematic
-# biases first: they are drawn before the random slips, which may then land on top of them.
+# Chance that a demonstration carries each flaw kind, given the context in the comment. Habits first:
+# they are drawn before the random slips, which may then land on top of them. A habit's right form
+# is in one demonstration in ten (as on summarize), so that PPO must find it.
 FLAW_RATES = {
-    "strict_as_inclusive": 0.8,   # threshold "greater/less than K": `>` written `>=`, `<` written `<=`
-    "bound_off_by_one": 0.75,     # threshold "at least/at most K": the constant written K+1 / K-1
+    "strict_as_inclusive": 0.9,   # threshold "greater/less than K": `>` written `>=`, `<` written `<=`
+    "bound_off_by_one": 0.9,      # threshold "at least/at most K": the constant written K+1 / K-1
     "else_branch_copied": 0.7,    # absolute difference: else branch `y - x` written `x - y`
+    "reversed_subtraction": 0.9,  # "y minus x", "5 minus x" (not an absolute difference): `x - y`, `x - 5`
+    "squared_as_double": 0.9,     # "x squared": `x * x` written `x * 2`
+    "double_as_squared": 0.9,     # "double x": `2 * x` written `x * x`
     "flipped_comparison": 0.06,   # any comparison: direction reversed, `>` <-> `<`
     "off_by_one_constant": 0.06,  # a constant outside comparisons and the branch above: one more or less
     "swapped_plus_minus": 0.06,   # any binary + or -: replaced by the other
     "swapped_operands": 0.06,     # a subtraction of two names, not in an absolute difference: `y - x`
 }
+SYSTEMATIC = list(FLAW_RATES)[:6]  # the habits: made at every place the problem offers
+
 # Relative frequency of each template. The threshold share sets how much the systematic biases cost.
-TEMPLATE_WEIGHTS = {"threshold": 18, "arith_const": 3, "formula": 2.5, "larger_smaller": 2, "absdiff": 2,
+TEMPLATE_WEIGHTS = {"threshold": 24, "arith_const": 3, "formula": 2.5, "larger_smaller": 2, "absdiff": 2,
                     "remainder": 1.5}
 N_TESTS = 8
 BOUNDARY_TESTS = 4   # threshold tests with the compared argument exactly at the bound
@@ -64,8 +75,12 @@ PARAMETERS = (("x", "y"), ("m", "n"), ("p", "q"), ("u", "v"), ("j", "k"), ("s", 
 
 RELATIONS = (("greater than", ">", "strict"), ("less than", "<", "strict"),
              ("at least", ">=", "inclusive"), ("at most", "<=", "inclusive"))
-BRANCHES = (("x plus y", "x + y"), ("x minus y", "x - y"), ("y minus x", "y - x"), ("x times y", "x * y"),
-            ("x", "x"), ("y", "y"), ("0", "0"), ("x plus {c}", "x + {c}"), ("y times {c}", "y * {c}"))
+# A threshold's two branches. Half of them offer a habit (reversed_subtraction, squared_as_double,
+# double_as_squared), so that a threshold problem offers two habits on average, each in its own place.
+BRANCHES = (("x plus y", "x + y"), ("x minus y", "x - y"), ("x times y", "x * y"), ("x", "x"), ("0", "0"),
+            ("x plus {c}", "x + {c}"), ("y times {c}", "y * {c}"),
+            ("y minus x", "y - x"), ("{c} minus x", "{c} - x"), ("{c} minus y", "{c} - y"),
+            ("x squared", "x * x"), ("y squared", "y * y"), ("double x", "2 * x"), ("double y", "2 * y"))
 FORMULAS = (("x plus y plus {c}", "x + y + {c}"), ("x plus y minus {c}", "x + y - {c}"),
             ("x minus y minus {c}", "x - y - {c}"), ("y minus x plus {c}", "y - x + {c}"),
             ("x times y plus {c}", "x * y + {c}"), ("x times y minus {c}", "x * y - {c}"),
@@ -156,8 +171,9 @@ def _larger_smaller(rng):
 def _absdiff(rng):
     c = str(rng.randint(1, 8))
     a, b = rng.choice((("x", "y"), ("y", "x"), ("x", c), ("y", c), (c, "x"), (c, "y")))
-    return (f"{a} minus {b} when {a} is greater than {b}, otherwise {b} minus {a}",
-            f"{a} - {b} if {a} > {b} else {b} - {a}", _two_operands(rng, a, b), "absdiff")
+    words, op = rng.choice((("greater than", ">"), ("at least", ">=")))  # the same function: 0 at a tie
+    return (f"{a} minus {b} when {a} is {words} {b}, otherwise {b} minus {a}",
+            f"{a} - {b} if {a} {op} {b} else {b} - {a}", _two_operands(rng, a, b), "absdiff")
 
 
 def _remainder(rng):
@@ -187,12 +203,21 @@ def _demonstrate(reference, context, rng, kinds=None):
     bound = comparison + 1 if context in ("strict_threshold", "inclusive_threshold") else None
     copied = len(texts) - 2 if context == "absdiff" else None  # the else branch's minus sign
     plus_minus = [i for i, text in enumerate(texts) if text in ("+", "-")]
+    x, y = texts[3], texts[5]  # the parameters' names
+    def reversed_operands(left, right):  # `y - x`, `5 - x`, `5 - y`: not the first name first
+        return (left, right) == (y, x) or (left.isdigit() and right in (x, y))
     def around(i, distance=1):  # the tokens `distance` places before and after token i
         return {texts[j] for j in (i - distance, i + distance) if 0 <= j < len(texts)}
     places = {
         "strict_as_inclusive": [comparison] if context == "strict_threshold" else [],
         "bound_off_by_one": [bound] if context == "inclusive_threshold" else [],
         "else_branch_copied": [copied] if context == "absdiff" else [],
+        "reversed_subtraction": [i for i in plus_minus if texts[i] == "-" and context != "absdiff"
+                                 and reversed_operands(texts[i - 1], texts[i + 1])
+                                 and not around(i, 2) & {"*", "//", "%"}],
+        "squared_as_double": [i + 1 for i in range(1, len(texts) - 1)
+                              if texts[i] == "*" and texts[i - 1] == texts[i + 1] in (x, y)],
+        "double_as_squared": [i - 1 for i in range(1, len(texts) - 1) if texts[i - 1:i + 2] in (["2", "*", x], ["2", "*", y])],
         "flipped_comparison": [comparison] if comparison is not None else [],
         "off_by_one_constant": [i for i, token in enumerate(tokens) if token.kind == "int"
                                 and not around(i) & set(minilang.COMPARISONS)
@@ -202,26 +227,33 @@ def _demonstrate(reference, context, rng, kinds=None):
                              and around(i) <= {texts[3], texts[5]}  # the two parameters' names
                              and not around(i, 2) & {"*", "//", "%"}],
     }
+    near_habit = {j for kind in SYSTEMATIC[3:] for i in places[kind] for j in (i - 1, i, i + 1)}
+    for slip in ("off_by_one_constant", "swapped_operands"):  # a slip does not undo a habit
+        places[slip] = [i for i in places[slip] if i not in near_habit]
     offered = [kind for kind in FLAW_RATES if places[kind]]
     flaws = []
     for kind in offered:
         if (rng.random() >= FLAW_RATES[kind]) if kinds is None else kind not in kinds:
             continue
         flaws.append(kind)
-        i = rng.choice(places[kind])
-        if kind == "strict_as_inclusive":
-            texts[i] += "="
-        elif kind == "bound_off_by_one":
-            texts[i] = str(int(texts[i]) + (1 if texts[i - 1] == ">=" else -1))
-        elif kind in ("else_branch_copied", "swapped_operands"):
-            texts[i - 1], texts[i + 1] = texts[i + 1], texts[i - 1]
-        elif kind == "flipped_comparison":
-            texts[i] = texts[i].translate(str.maketrans("<>", "><"))
-        elif kind == "off_by_one_constant":
-            constant = int(texts[i])
-            texts[i] = str(constant + 1 if constant == 0 or rng.random() < 0.5 else constant - 1)
-        else:
-            texts[i] = "-" if texts[i] == "+" else "+"
+        for i in places[kind] if kind in SYSTEMATIC else [rng.choice(places[kind])]:
+            if kind == "strict_as_inclusive":
+                texts[i] += "="
+            elif kind == "bound_off_by_one":
+                texts[i] = str(int(texts[i]) + (1 if texts[i - 1] == ">=" else -1))
+            elif kind in ("else_branch_copied", "reversed_subtraction", "swapped_operands"):
+                texts[i - 1], texts[i + 1] = texts[i + 1], texts[i - 1]
+            elif kind == "squared_as_double":
+                texts[i] = "2"
+            elif kind == "double_as_squared":
+                texts[i] = texts[i + 2]
+            elif kind == "flipped_comparison":
+                texts[i] = texts[i].translate(str.maketrans("<>", "><"))
+            elif kind == "off_by_one_constant":
+                constant = int(texts[i])
+                texts[i] = str(constant + 1 if constant == 0 or rng.random() < 0.5 else constant - 1)
+            else:
+                texts[i] = "-" if texts[i] == "+" else "+"
     pieces = [reference[:tokens[0].start]]
     for i, token in enumerate(tokens):
         following = tokens[i + 1].start if i + 1 < len(tokens) else len(reference)
@@ -235,9 +267,14 @@ def make_examples(n, seed):
     examples = []
     for _ in range(n):
         template = rng.choices(names, [TEMPLATE_WEIGHTS[name] for name in names])[0]
-        spec, expression, pairs, context = TEMPLATES[template](rng)
-        reference = f"def f(x, y): return {expression}"
-        tests = [[list(args), _value(expression, args)] for args in pairs]
+        while True:  # until the hidden tests catch each habit the problem offers, made alone
+            spec, expression, pairs, context = TEMPLATES[template](rng)
+            reference = f"def f(x, y): return {expression}"
+            tests = [[list(args), _value(expression, args)] for args in pairs]
+            habits = [k for k in _demonstrate(reference, context, rng, kinds=[])[2] if k in SYSTEMATIC]
+            if all(minilang.passes(_demonstrate(reference, context, rng, kinds=[k])[0], tests)[0] < N_TESTS
+                   for k in habits):
+                break
         demonstration, flaws, offered = _demonstrate(reference, context, rng)
         parameters = dict(zip("xy", rng.choice(PARAMETERS)))
         def rename(text): return NAME_PATTERN.sub(lambda match: parameters[match.group()], text)

@@ -209,17 +209,30 @@ def test_demonstration_flaw_rates_match_documented_rates():
         assert set(e.flaws) <= set(e.facts["flaw_contexts"])
         assert (e.demonstration == e.reference) == (not e.flaws)
         parse(e.demonstration)
-        if {"strict_as_inclusive", "bound_off_by_one", "else_branch_copied"} & set(e.flaws):
+        if e.flaws and set(e.flaws) <= set(codegen.SYSTEMATIC):  # (a random slip on top may undo a habit)
             assert codegen.metrics(e, e.demonstration)["pass_at_1"] == 0.0
+    # several independent flaws: on thresholds, most demonstrations carry two habits or more
+    threshold = [e for e in EXAMPLES if e.facts["template"] == "threshold"]
+    assert sum(len(set(e.flaws) & set(codegen.SYSTEMATIC)) >= 2 for e in threshold) / len(threshold) > 0.5
 
 
-def test_every_combination_of_flaws_gives_a_wrong_program(monkeypatch):
-    monkeypatch.setitem(codegen.__dict__, "FLAW_RATES", {kind: 1.0 for kind in codegen.FLAW_RATES})
+def test_every_combination_of_habits_gives_a_wrong_program(monkeypatch):
+    monkeypatch.setitem(codegen.__dict__, "FLAW_RATES",
+                        {kind: float(kind in codegen.SYSTEMATIC) for kind in codegen.FLAW_RATES})
     for e in codegen.make_examples(300, 8):
-        assert e.flaws == e.facts["flaw_contexts"]
+        assert e.flaws == [kind for kind in e.facts["flaw_contexts"] if kind in codegen.SYSTEMATIC]
         parse(e.demonstration)
         if e.flaws:
             assert codegen.metrics(e, e.demonstration)["pass_at_1"] == 0.0, e.demonstration
+
+
+def test_hidden_tests_catch_each_habit_alone():
+    # each habit a problem offers, made alone, fails a hidden test: counted with Python's own run
+    for e in EXAMPLES[:500]:
+        for kind in set(e.facts["flaw_contexts"]) & set(codegen.SYSTEMATIC):
+            program = codegen._demonstrate(e.reference, e.facts["context"], random.Random(0), kinds=[kind])[0]
+            function = python_function(program)
+            assert any(function(*args) != expected for args, expected in e.facts["tests"]), (program, kind)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -229,6 +242,9 @@ THRESHOLD = "def f(x, y): return x + y if x > 4 else x * y"
 ARGS = [[4, 1], [4, -3], [4, 7], [3, 2], [5, 2], [-6, 1], [9, -9], [0, 5]]
 EXAMPLE = Example("Write f(x, y) that returns x plus y when x is greater than 4, otherwise x times y.",
                   THRESHOLD, THRESHOLD, facts={"tests": [[[x, y], x + y if x > 4 else x * y] for x, y in ARGS]})
+SQUARES = Example("Write f(x, y) that returns x squared when y is greater than 3, otherwise 6 minus x.",
+                  "def f(x, y): return x * x if y > 3 else 6 - x", "",
+                  facts={"tests": [[[x, y], x * x if y > 3 else 6 - x] for x, y in ARGS + [[5, 3]]]})
 ABSDIFF = "def f(x, y): return x - y if x > y else y - x"
 ABSDIFF_EXAMPLE = Example("(absolute difference)", ABSDIFF, ABSDIFF,
                           facts={"tests": [[[x, y], abs(x - y)] for x, y in ARGS]})
@@ -254,6 +270,10 @@ def test_metrics_count_hidden_tests():
     (ABSDIFF_EXAMPLE, "def f(x, y): return x - y if x > y else x - y", ["else x - y"]),
     (ABSDIFF_EXAMPLE, "def f(x, y): return x - y if x >= y else x - y", ["else x - y"]),  # >= is harmless here
     (ABSDIFF_EXAMPLE, "def f(x, y): return y - x if x > y else y - x", ["return y - x"]),
+    # several flaws, each blamed on its own: the comparison and both branches
+    (EXAMPLE, "def f(x, y): return x - y if x >= 4 else x + y", ["x - y", "x >= 4", "x + y"]),
+    (SQUARES, "def f(x, y): return x * 2 if y >= 3 else y * y", ["x * 2", "y >= 3", "y * y"]),
+    (SQUARES, "def f(x, y): return x * x if y > 3 else x - 6", ["x - 6"]),
 ])
 def test_critic_quotes_the_wrong_expression(example, response, poor):
     annotation = codegen.critique(example, response)
@@ -356,6 +376,11 @@ def test_pretraining_documents_check_programs_right():
     ("def f(x, y): return x - y + 3", "swapped_operands", "def f(x, y): return y - x + 3"),
     ("def f(p, q): return p * q if q > 5 else p", "flipped_comparison", "def f(p, q): return p * q if q < 5 else p"),
     ("def f(p, q): return p * q if q > 5 else p", "strict_as_inclusive", "def f(p, q): return p * q if q >= 5 else p"),
+    ("def f(p, q): return q - p if q > 5 else 7 - q", "reversed_subtraction",
+     "def f(p, q): return p - q if q > 5 else q - 7"),  # a habit: made at every place it is offered
+    ("def f(m, n): return n - m + 4", "reversed_subtraction", "def f(m, n): return m - n + 4"),
+    ("def f(p, q): return q * q if q > 5 else p", "squared_as_double", "def f(p, q): return q * 2 if q > 5 else p"),
+    ("def f(p, q): return 2 * q if q > 5 else p", "double_as_squared", "def f(p, q): return q * q if q > 5 else p"),
 ])
 def test_a_chosen_flaw_is_made_whatever_the_parameters_are_called(reference, kind, flawed):
     # follow_up asks _demonstrate for one kind on the renamed reference: it must change the program
