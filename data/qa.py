@@ -11,15 +11,18 @@ right_answer (the response opens with the reference: the look-up done right).
 Question kinds, equally likely: where someone lives, someone's job, who lives in a city, how many
 things someone has, how many two people have together.
 
-Flaws in the demonstrations (FLAW_RATES), local so that a critique can point at them:
+Flaws in the demonstrations (FLAW_RATES), local so that a critique can point at each, and
+independent, so that a response carries several (1.9 per demonstration) and a summed verdict hides
+which part was wrong:
+- wrong_entity: asked about someone named after the first person, the answer takes the first
+  person's city, job or count (for "who", the first person's name): a look-up habit.
 - unasked_fact: a true passage fact that was not asked is appended ("He works as a pilot.").
 - invented_detail: a detail the passage never states is appended ("He has lived there for 6 years.").
-- wrong_entity: the answer takes another person's city, job, name or count from the passage.
 - off_by_one: the sum in a "together" answer is one too high or too low.
-The appended sentences are a systematic annotator habit, not noise: 65% of single-person answers
-carry one, so a policy trained on them keeps appending under greedy decoding. Wrong entities and
-arithmetic slips are rare and random; greedy decoding averages them away, so the ones RL meets are
-the policy's own.
+The first three are systematic annotator habits, not noise: each is in most demonstrations that
+offer its context, so a policy trained on them keeps them under greedy decoding, and all three are
+right together in about one demonstration in ten. The arithmetic slip is rare and random; greedy
+decoding averages it away, so the ones RL meets are the policy's own.
 
 The critic plays GPT-4o. It splits the response into sentences and reads claims ("X lives in C",
 "works as a J", "has N things", "they have N things") out of each, resolving he/she to the last
@@ -51,12 +54,10 @@ PRIMARY = "f1"
 
 # ---- Tunables: how often the demonstrators err, and where ----------------------------------------
 FLAW_RATES = {
-    "unasked_fact": 0.30,     # where/job/who/count questions: a passage fact about the same person
-                              # that was not asked is appended (exclusive with invented_detail)
-    "invented_detail": 0.35,  # where/job/who/count questions: a detail not in the passage is appended;
-                              # with unasked_fact, 65% of single-person answers carry an extra sentence
-    "wrong_entity": 0.10,     # where/job/who/count questions, at random: another person's city, job,
-                              # count, or (who questions) name replaces the right one
+    "wrong_entity": 0.9,      # where/job/who/count questions on someone named after the first person: the
+                              # first person's city, job or count (who: name) replaces the asked one's
+    "unasked_fact": 0.7,      # any question: a true passage fact that was not asked is appended
+    "invented_detail": 0.7,   # any question: a detail the passage never states is appended
     "off_by_one": 0.25,       # together questions, at random: the sum is one too high or too low
 }
 QUESTION_KINDS = ("where", "job", "who", "count", "together")
@@ -79,6 +80,7 @@ INVENTED = {  # details no passage states; {he} is He or She, {k} a number from 
     "count": ("{he} got them {k} years ago.", "{he} keeps them at home.", "{he} wants {k} more."),
 }
 INVENTED["who"] = INVENTED["where"]
+INVENTED["together"] = ("They got them {k} years ago.", "They keep them at home.", "They want {k} more.")
 
 # ---- Passages, questions, answers ----------------------------------------------------------------
 
@@ -133,33 +135,37 @@ def _reference(facts):
 
 
 def _demonstrate(facts, rng):
-    """(demonstration, flaw kinds): the reference as an imperfect annotator would write it."""
+    """(demonstration, flaw kinds): the reference as an imperfect annotator would write it, with up to
+    three independent flaws: a wrong value in the answer, an unasked fact and an invented detail."""
     kind, item, flaws = facts["kind"], facts["item"], []
+    asked, first = _asked(facts), facts["people"][0]
     if kind == "together":
         total = _total(facts)
         if rng.random() < FLAW_RATES["off_by_one"]:
             total += rng.choice((-1, 1))
             flaws.append("off_by_one")
-        return f"Together they have {_things(total, item)}.", flaws
-
-    person = _asked(facts)[0]
-    said, named = dict(person), person  # what the answer states; the real person it names
-    if rng.random() < FLAW_RATES["wrong_entity"]:
-        other = rng.choice([p for p in facts["people"] if p is not person])
-        key = "name" if kind == "who" else RELATION[kind]
-        said[key] = other[key]
-        named = other if kind == "who" else person
-        flaws.append("wrong_entity")
-    text = _sentence(RELATION[kind], said["name"], said, item)
-
-    he, draw = "She" if named["name"] in FEMALE else "He", rng.random()
-    if draw < FLAW_RATES["unasked_fact"]:
-        relation = rng.choice([r for r in ("city", "job", "count") if r != RELATION[kind]])
-        text += " " + _sentence(relation, he, named, item)
-        flaws.append("unasked_fact")
-    elif draw < FLAW_RATES["unasked_fact"] + FLAW_RATES["invented_detail"]:
-        text += " " + rng.choice(INVENTED[kind]).format(he=he, k=rng.randint(2, 9))
-        flaws.append("invented_detail")
+        text = f"Together they have {_things(total, item)}."
+        named, subject, relations = rng.choice(asked), None, ("city", "job")  # an asked count is working
+    else:
+        person = asked[0]
+        said, named = dict(person), person  # what the answer states; the real person it names
+        if person is not first and rng.random() < FLAW_RATES["wrong_entity"]:
+            key = "name" if kind == "who" else RELATION[kind]
+            said[key] = first[key]
+            named = first if kind == "who" else person
+            flaws.append("wrong_entity")
+        text = _sentence(RELATION[kind], said["name"], said, item)
+        subject, relations = "She" if named["name"] in FEMALE else "He", ("city", "job", "count")
+    extras = []
+    if rng.random() < FLAW_RATES["unasked_fact"]:
+        relation = rng.choice([r for r in relations if kind == "together" or r != RELATION[kind]])
+        extras.append(("unasked_fact", _sentence(relation, subject or named["name"], named, item)))
+    if rng.random() < FLAW_RATES["invented_detail"]:
+        extras.append(("invented_detail", rng.choice(INVENTED[kind]).format(he=subject, k=rng.randint(2, 9))))
+    rng.shuffle(extras)
+    for flaw, sentence in extras:
+        text += " " + sentence
+        flaws.append(flaw)
     return text, flaws
 
 
@@ -295,7 +301,8 @@ def _answers(claim, facts):
 
 def _supports(claim, facts):
     """A true count of an asked person in a together question is working, neither praised nor blamed."""
-    return facts["kind"] == "together" and claim["who"] in facts["asked"] and _true(claim, facts)
+    return (facts["kind"] == "together" and claim["relation"] == "count" and claim["who"] in facts["asked"]
+            and _true(claim, facts))
 
 
 def _reason(claim, facts):

@@ -77,22 +77,24 @@ def test_flaw_rates_match_documented_rates_in_their_context():
     examples = qa.make_examples(2000, 1)
     single = [e for e in examples if e.facts["kind"] != "together"]
     together = [e for e in examples if e.facts["kind"] == "together"]
-    for kind, group in [("unasked_fact", single), ("invented_detail", single), ("wrong_entity", single),
+    later = [e for e in single if e.facts["asked"][0] != e.facts["people"][0]["name"]]  # not the first named
+    for kind, group in [("unasked_fact", examples), ("invented_detail", examples), ("wrong_entity", later),
                         ("off_by_one", together)]:
         rate, measured = qa.FLAW_RATES[kind], sum(kind in e.flaws for e in group) / len(group)
         assert measured == pytest.approx(rate, abs=4 * (rate * (1 - rate) / len(group)) ** 0.5), kind
     assert not any("off_by_one" in e.flaws for e in single)
-    assert not any(set(e.flaws) - {"off_by_one"} for e in together)
-    appended = sum(len(re.findall(r"[.]", e.demonstration)) > 1 for e in single) / len(single)
-    assert appended > 0.5   # the habit a greedy SFT policy keeps
+    assert not any("wrong_entity" in e.flaws for e in together + [e for e in single if e not in later])
     for e in examples:
         assert (e.demonstration == e.reference) == (not e.flaws)
+        assert len(re.findall(r"[.]", e.demonstration)) == 1 + ("unasked_fact" in e.flaws) + ("invented_detail" in e.flaws)
+    # several independent flaws: most demonstrations carry two or more
+    assert sum(len(e.flaws) >= 2 for e in examples) / len(examples) > 0.6
 
 
 def test_demonstrations_score_below_references():
     examples = qa.make_examples(1000, 2)
     f1 = sum(qa.metrics(e, e.demonstration)["f1"] for e in examples) / len(examples)
-    assert 0.7 < f1 < 0.85
+    assert 0.4 < f1 < 0.6
 
 
 def test_critic_flags_exactly_the_injected_flaws():
@@ -100,14 +102,13 @@ def test_critic_flags_exactly_the_injected_flaws():
         good, poor = spans(e, e.demonstration)
         answer, _, extra = e.demonstration.partition(". ")
         wrong = "wrong_entity" in e.flaws or "off_by_one" in e.flaws
-        assert len(poor) == wrong + bool(extra)
+        appended = [sentence + "." for sentence in extra.rstrip(".").split(". ")] if extra else []
+        assert len(poor) == wrong + len(appended) == len(e.flaws)   # one span for each flaw
         if wrong:   # the wrong key phrase, taken from the answer sentence
             assert good == [] and poor[0] in answer and poor[0] not in e.reference
         else:
             assert len(good) == 1 and good[0] in answer and good[0] in e.reference
-        if extra:   # the whole appended sentence, nothing more
-            assert "unasked_fact" in e.flaws or "invented_detail" in e.flaws
-            assert poor[-1] == extra
+        assert poor[len(poor) - len(appended):] == appended  # each appended sentence whole, nothing more
 
 
 def test_wrong_city():
@@ -162,6 +163,18 @@ def test_off_by_one_sum_and_sum_working():
     assert "3" in qa.critique(TOGETHER, "Together they have 8 cats.")["textual_feedback"]
     working = "Lena has 3 cats and Omar has 4 cats. Together they have 7 cats."
     assert spans(TOGETHER, working) == (["7 cats"], [])
+
+
+def test_several_flaws_each_blamed_on_its_own():
+    # the habits together, worked by hand: Omar (named second) given Lena's city, an unasked true
+    # fact and an invented detail; a together answer one too high with an unasked fact about an asked
+    # person (a fact, not the sum's working) and an invented one
+    assert spans(WHERE, "Omar lives in Rome. He works as a pilot. He moved there 3 years ago.") == (
+        [], ["in Rome", "He works as a pilot.", "He moved there 3 years ago."])
+    assert spans(TOGETHER, "Together they have 8 cats. They keep them at home. Lena lives in Rome.") == (
+        [], ["8 cats", "They keep them at home.", "Lena lives in Rome."])
+    feedback = qa.critique(WHERE, "Omar lives in Rome. He works as a pilot. He moved there 3 years ago.")
+    assert "Rome" in feedback["textual_feedback"] and re.search(r"\b1 (more|further) problem\b", feedback["textual_feedback"])
 
 
 def test_appended_clauses():
