@@ -65,6 +65,12 @@ PRESETS = {
                  lambdas=(0.0, 0.95)),
 }
 
+# Each reward model's (learning rate, steps) per preset and task, chosen on validation by
+# experiments.reward_grid, each model by its own measure: the CoT model by its span F1, the scalar
+# one by its correlation with its target (RESULTS.md, "The reward models' effort"); no_cot takes
+# cot's. A task or model not listed trains at the preset's reward_lr and reward_steps.
+REWARD_CHOICES = {"default": {}}
+
 
 # The paired differences the verdicts read, fixed before any run: (a, b) -> a - b per seed. The
 # first look's CONTRASTS (the paper's, placement with either judge, the judge, which learned judge),
@@ -186,6 +192,22 @@ def annotate_stage(task, policy, tokenizer, splits, samples_per_prompt, seed, ou
     return records
 
 
+def reward_settings(preset, name):
+    """(learning rate, steps) of reward model `name`: its task's choice (preset["reward"], from
+    REWARD_CHOICES; no_cot takes cot's), or the preset's reward_lr and reward_steps."""
+    default = (preset["reward_lr"], preset["reward_steps"])
+    return tuple(preset.get("reward", {}).get("cot" if name == "no_cot" else name, default))
+
+
+def reward_stage_names(preset, name, seeds):
+    """{seed: stage name} of reward model `name`: reward/cot, reward/cot/101, ...; a model trained at
+    a chosen setting other than the preset's says so (reward/cot/lr0.001_steps800), so that --resume
+    on a folder made before the choice trains it again instead of loading the old one."""
+    lr, steps = reward_settings(preset, name)
+    chosen = "" if (lr, steps) == (preset["reward_lr"], preset["reward_steps"]) else f"/lr{lr:g}_steps{steps}"
+    return {seed: f"reward/{name}{chosen}" + ("" if seed == seeds[0] else f"/{seed}") for seed in seeds}
+
+
 def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out, progress, names=tuple(REWARD_MODELS)):
     """Train (or, when resuming, load) and evaluate the reward models `names` (of REWARD_MODELS) on
     the annotated records ({split: records}) and their encodings ({split: items}), each starting from
@@ -199,16 +221,15 @@ def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out,
     shaping = configs(preset["ppo"])[1]  # the guards PPO is paid through: the scalar model's target sums through them
     for name in names:
         kind, cot = REWARD_MODELS[name]
-        stages = {seed: f"reward/{name}" + ("" if seed == seeds[0] else f"/{seed}") for seed in seeds}
+        stages, (lr, steps) = reward_stage_names(preset, name, seeds), reward_settings(preset, name)
         for seed, stage in stages.items():
             path = os.path.join(out, f"reward_{name}.pt" if seed == seeds[0] else f"reward_{name}_seed{seed}.pt")
             if stage not in progress or not os.path.exists(path):  # runs before this saved only the first seed's
                 start = time.time()
                 model = RewardModel(copy.deepcopy(trunk), kind, cot, shaping).to(device)
-                losses = train_reward_model(model, tokenizer, encoded["train"], preset["reward_steps"],
-                                            preset["batch_size"], preset["reward_lr"], device, seed,
-                                            desc=f"reward model ({name}, seed {seed})")
-                save_checkpoint(path, model, tokenizer, preset["reward_steps"], kind=kind, cot=cot)
+                losses = train_reward_model(model, tokenizer, encoded["train"], steps, preset["batch_size"], lr,
+                                            device, seed, desc=f"reward model ({name}, seed {seed})")
+                save_checkpoint(path, model, tokenizer, steps, kind=kind, cot=cot)
                 metrics = reward_metrics(model, tokenizer, records["test"], encoded["test"])
                 validation = reward_metrics(model, tokenizer, records["validation"], encoded["validation"])
                 metrics.update(final_loss=sum(losses[-20:]) / len(losses[-20:]), validation=validation)
@@ -228,7 +249,8 @@ def run(args):
     stopped runs again from its start, to the same numbers up to float32 rounding)."""
     task = get_task(args.task)
     praise = args.praise or PRAISE[task.NAME]
-    preset = {**PRESETS[args.preset], "ppo": {**PRESETS[args.preset]["ppo"], "praise": praise}}
+    preset = {**PRESETS[args.preset], "ppo": {**PRESETS[args.preset]["ppo"], "praise": praise},
+              "reward": REWARD_CHOICES.get(args.preset, {}).get(task.NAME, {})}
     device = pick_device(args.device)
     given_annotations = checked(read_annotations, args.annotations) if args.annotations else None  # before any work
     os.makedirs(args.out, exist_ok=True)
@@ -311,8 +333,8 @@ def run(args):
     stages = {"data": ["data"], "pretrain": ["base"] if base else [], "sft": ["sft"], "evaluate": ["evaluate"],
               "annotate": ["annotate"],
               "reference_trunk": ["reference_trunk"] if "reference_trunk" in progress else [],
-              "reward_models": [f"reward/{name}" + ("" if seed == args.seed else f"/{seed}")
-                                for name in REWARD_MODELS for seed in reward_seeds],
+              "reward_models": [stage for name in REWARD_MODELS
+                                for stage in reward_stage_names(preset, name, reward_seeds).values()],
               "ppo": [stage for stage in progress.done if stage.startswith(("ppo/", "test/"))],
               "showcase": ["showcase"]}
     results["wall_time_s"] = {key: sum(progress.time(s) for s in names) for key, names in stages.items()}
