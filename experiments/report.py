@@ -287,8 +287,10 @@ def reward_model_section(results):
             out.append(f"<p>{metric}, cot - no_cot, paired over reward-model seeds: {d['mean']:+.3f} ± "
                        f"{d['ci95']:.3f} ({d['verdict']})</p>")
     if "scalar" in rm:
-        out.append(f'<p>Scalar reward model: correlation with the summed token labels '
-                   f'{rm["scalar"]["score_correlation"]:.3f}.</p>')
+        seeded = rm["scalar"].get("seeds", {}).get("score_correlation", [])
+        out.append(f'<p>Scalar reward model: correlation with its target (the critic\'s guarded scores, summed) '
+                   f'{rm["scalar"]["score_correlation"]:.3f}' + (", per reward-model seed " + " ".join(
+                       f"{v:.3f}" for v in seeded) if len(seeded) > 1 else "") + '.</p>')
     for n in names:
         matrix = rm[n].get("confusion")
         if matrix is None:

@@ -20,7 +20,10 @@ def print_reward_models(task, results):
         print(f"[{task.NAME}] reward model {name:6s}: span F1 positive {rm[name]['positive_f1']:.3f}, "
               f"negative {rm[name]['negative_f1']:.3f}, exact spans {rm[name]['exact_span_match']:.3f}"
               + (f", critique ROUGE-L {rm[name]['critique_rougeL']:.3f}" if name == "cot" else ""))
-    print(f"[{task.NAME}] reward model scalar: correlation with the summed labels {rm['scalar']['score_correlation']:.3f}")
+    seeded = rm["scalar"].get("seeds", {}).get("score_correlation", [])
+    print(f"[{task.NAME}] reward model scalar: correlation with its target (the critic's guarded scores, summed) "
+          f"{rm['scalar']['score_correlation']:.3f}" + (", per seed " + " ".join(f"{v:.3f}" for v in seeded)
+                                                         if len(seeded) > 1 else ""))
     for metric, d in results.get("reward_paired", {}).items():
         print(f"[{task.NAME}] {metric}, cot - no_cot over {len(rm['cot']['seeds'][metric])} reward-model seeds: "
               f"{d['mean']:+.3f} ± {d['ci95']:.3f} ({d['verdict']}); cot "

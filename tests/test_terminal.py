@@ -51,11 +51,11 @@ def test_reward_models_and_their_seeds(capsys):
     rm = {name: {"positive_f1": 0.9, "negative_f1": 0.8, "exact_span_match": 0.7, "critique_rougeL": 0.6,
                  "seeds": {"positive_f1": [0.9, 0.92]}} for name in ("cot", "no_cot")}
     rm["no_cot"]["seeds"] = {"positive_f1": [0.95, 0.93]}
-    rm["scalar"] = {"score_correlation": 0.875}
+    rm["scalar"] = {"score_correlation": 0.875, "seeds": {"score_correlation": [0.875, 0.8125]}}
     paired = {"positive_f1": {"mean": -0.03, "ci95": 0.0254, "verdict": "tie"}}
     terminal.print_reward_models(TASK, {"reward_model": rm, "reward_paired": paired})
     out = capsys.readouterr().out
     assert "reward model cot   : span F1 positive 0.900, negative 0.800, exact spans 0.700, critique ROUGE-L 0.600" in out
     assert "reward model no_cot: span F1 positive 0.900, negative 0.800, exact spans 0.700\n" in out
-    assert "correlation with the summed labels 0.875" in out
+    assert "correlation with its target (the critic's guarded scores, summed) 0.875, per seed 0.875 0.812\n" in out
     assert "positive_f1, cot - no_cot over 2 reward-model seeds: -0.030 ± 0.025 (tie); cot 0.900 0.920, no_cot 0.950 0.930" in out
