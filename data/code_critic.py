@@ -9,7 +9,7 @@ twice in the response is widened leftward until unique (a repeated `x - y` becom
 since spans are found by leftmost string match. Prose: what the spec asks for, as code, with
 [brackets] around its tokens where the response's differ (the reasoning before the verdict, every
 token of it a comparison: "Wanted: `x + y if x [>] 4 else x * y`."), then the first failing test,
-why each blamed part is wrong, and what is right, in at most four sentences. Limits: it judges
+why each blamed part is wrong, and what is right, in at most five sentences. Limits: it judges
 against one reference, so a correct but differently shaped part of a failing response can be
 blamed with the real error, and when the shapes differ at the top (or in more than three places) the
 whole return expression is blamed.
@@ -94,13 +94,15 @@ def _explain(mine, theirs, response, reference, rng):
             return rng.choice((f"{wrong} has its operands the wrong way round; it should be {right}.",
                                f"The operands of {wrong} are swapped: the spec asks for {right}."))
     if mine.kind == theirs.kind == "binary" and mine.value == theirs.value == "*":
-        named = [child.value for child in theirs.children if child.kind == "name"]
-        if len(named) == 2 and named[0] == named[1]:   # `x * x` wanted
-            return rng.choice((f"{wrong} doubles {named[0]}, but the spec asks for {named[0]} squared, {right}.",
-                               f"{named[0]} squared is {right}, not {wrong}."))
-        if len(named) == 1 and [child.value for child in theirs.children][0] == 2:   # `2 * x` wanted
-            return rng.choice((f"{wrong} squares {named[0]}, but the spec asks to double it, {right}.",
-                               f"Double {named[0]} is {right}, not {wrong}."))
+        def factors(node): return [(child.kind, child.value) for child in node.children]
+        for name in {child.value for child in theirs.children if child.kind == "name"}:
+            square, double = [("name", name)] * 2, [("int", 2), ("name", name)]
+            if factors(theirs) == square and factors(mine) in (double, double[::-1]):
+                return rng.choice((f"{wrong} doubles {name}, but the spec asks for {name} squared, {right}.",
+                                   f"The square of {name} is {right}, not {wrong}."))
+            if factors(theirs) == double and factors(mine) == square:
+                return rng.choice((f"{wrong} squares {name}, but the spec asks to double it, {right}.",
+                                   f"Double {name} is {right}, not {wrong}."))
     if mine.kind == theirs.kind == "binary" and {mine.value, theirs.value} == {"+", "-"}:
         verb, wanted = ("adds", "subtract") if mine.value == "+" else ("subtracts", "add")
         return rng.choice((f"{wrong} {verb} where the spec asks to {wanted}; it should be {right}.",

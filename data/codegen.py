@@ -28,12 +28,15 @@ rare slips at random places, which greedy decoding mostly washes out:
 - strict_as_inclusive: "greater than K" written `>= K` ("less than K" as `<= K`).
 - bound_off_by_one: "at least K" written `>= K+1` ("at most K" as `<= K-1`), the bound read as exclusive.
 - else_branch_copied: the absolute difference's else branch written `x - y` like the first branch.
-- reversed_subtraction: "y minus x" written `x - y`, "5 minus x" written `x - 5`: the first name first.
+- reversed_subtraction: "y minus x" written `x - y`, "5 minus x" written `x - 5`: the first name
+  first (in a threshold's branch, or the formula "y minus x plus 3").
 - squared_as_double and double_as_squared: "x squared" written `x * 2`, "double x" written `x * x`.
 - flipped_comparison, off_by_one_constant, swapped_plus_minus, swapped_operands: random slips.
 A flaw is drawn only where the problem offers its context; facts["flaw_contexts"] lists those. A
-habit is made at every place it is offered, and every problem's hidden tests catch each habit it
-offers, made alone. With the rates below the demonstrations pass about 48% of hidden tests.
+habit is made at every place it is offered, and every problem's hidden tests catch each habit kind
+it offers, made alone. Made in both branches, a habit can be invisible to the tests in one of them
+(about one demonstration in 2,000); the critic, which blames only what fails a test, then leaves
+that place unblamed. With the rates below the demonstrations pass about 48% of hidden tests.
 
 The critic (what critique() returns) is in data/code_critic.py.
 """
@@ -47,8 +50,9 @@ NAME = "code"
 PRIMARY = "pass_rate"
 
 # Chance that a demonstration carries each flaw kind, given the context in the comment. Habits first:
-# they are drawn before the random slips, which may then land on top of them. A habit's right form
-# is in one demonstration in ten (as on summarize), so that PPO must find it.
+# they are drawn before the random slips, which may then land on top of them. The right form of the
+# comparison and of a branch is in one demonstration in ten that offers it (as on summarize), so that
+# PPO must find it; the absolute difference's else branch is in three.
 FLAW_RATES = {
     "strict_as_inclusive": 0.9,   # threshold "greater/less than K": `>` written `>=`, `<` written `<=`
     "bound_off_by_one": 0.9,      # threshold "at least/at most K": the constant written K+1 / K-1
@@ -68,7 +72,7 @@ TEMPLATE_WEIGHTS = {"threshold": 24, "arith_const": 3, "formula": 2.5, "larger_s
                     "remainder": 1.5}
 N_TESTS = 8
 BOUNDARY_TESTS = 4   # threshold tests with the compared argument exactly at the bound
-LOW, HIGH = -9, 9    # range of test arguments
+LOW, HIGH = -9, 9    # range of random test arguments (a threshold's tests reach one past it, at bound + 1)
 # Parameter names. Problems are written with x and y and renamed to one of these pairs, so that each
 # template has hundreds of distinct prompts and make_splits' held-out prompts leave it in training.
 PARAMETERS = (("x", "y"), ("m", "n"), ("p", "q"), ("u", "v"), ("j", "k"), ("s", "t"))

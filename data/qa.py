@@ -20,8 +20,9 @@ which part was wrong:
 - invented_detail: a detail the passage never states is appended ("He has lived there for 6 years.").
 - off_by_one: the sum in a "together" answer is one too high or too low.
 The first three are systematic annotator habits, not noise: each is in most demonstrations that
-offer its context, so a policy trained on them keeps them under greedy decoding, and all three are
-right together in about one demonstration in ten. The arithmetic slip is rare and random; greedy
+offer its context (its right form in one in ten for the look-up, three in ten for each appended
+sentence), so a policy trained on them keeps them under greedy decoding and PPO must find the
+right forms. The arithmetic slip is rare and random; greedy
 decoding averages it away, so the ones RL meets are the policy's own.
 
 The critic plays GPT-4o. It splits the response into sentences and reads claims ("X lives in C",

@@ -216,7 +216,7 @@ def test_demonstration_flaw_rates_match_documented_rates():
     assert sum(len(set(e.flaws) & set(codegen.SYSTEMATIC)) >= 2 for e in threshold) / len(threshold) > 0.5
 
 
-def test_every_combination_of_habits_gives_a_wrong_program(monkeypatch):
+def test_all_habits_at_once_give_a_wrong_program(monkeypatch):
     monkeypatch.setitem(codegen.__dict__, "FLAW_RATES",
                         {kind: float(kind in codegen.SYSTEMATIC) for kind in codegen.FLAW_RATES})
     for e in codegen.make_examples(300, 8):
@@ -272,7 +272,7 @@ def test_metrics_count_hidden_tests():
     (ABSDIFF_EXAMPLE, "def f(x, y): return y - x if x > y else y - x", ["return y - x"]),
     # several flaws, each blamed on its own: the comparison and both branches
     (EXAMPLE, "def f(x, y): return x - y if x >= 4 else x + y", ["x - y", "x >= 4", "x + y"]),
-    (SQUARES, "def f(x, y): return x * 2 if y >= 3 else y * y", ["x * 2", "y >= 3", "y * y"]),
+    (SQUARES, "def f(x, y): return x * 2 if y >= 3 else x - 6", ["x * 2", "y >= 3", "x - 6"]),  # three habits
     (SQUARES, "def f(x, y): return x * x if y > 3 else x - 6", ["x - 6"]),
 ])
 def test_critic_quotes_the_wrong_expression(example, response, poor):
@@ -333,6 +333,30 @@ def test_critic_survives_garbage(response):
     assert annotation["good_spans"] == []
     assert all(span and span in response for span in annotation["poor_spans"])
     assert len(annotation["poor_spans"]) == (1 if response.strip() else 0)
+
+
+def test_critic_blames_every_place_a_habit_was_made():
+    # on demonstrations with habits only: every token that differs from the reference's token in its
+    # place lies in a blamed span, and every blamed span holds one (read where a habit changed tokens
+    # but not their number: all but a bound written -1)
+    checked = same_length = 0
+    for e in EXAMPLES:
+        if not e.flaws or not set(e.flaws) <= set(codegen.SYSTEMATIC):
+            continue
+        poor = codegen.critique(e, e.demonstration)["poor_spans"]
+        blamed = [(e.demonstration.find(p), e.demonstration.find(p) + len(p)) for p in poor]
+        theirs, mine = minilang.tokenize(e.reference)[:-1], minilang.tokenize(e.demonstration)[:-1]
+        if len(theirs) != len(mine):
+            continue
+        same_length += 1
+        changed = [b for a, b in zip(theirs, mine) if a.text != b.text]
+        inside = lambda token, span: span[0] <= token.start and token.end <= span[1]
+        if all(any(inside(t, span) for span in blamed) for t in changed):
+            checked += 1
+        assert all(any(inside(t, span) for t in changed) for span in blamed), (e.demonstration, poor)
+    habit_only = sum(bool(e.flaws) and set(e.flaws) <= set(codegen.SYSTEMATIC) for e in EXAMPLES)
+    assert same_length > 0.95 * habit_only
+    assert checked >= same_length - 2  # a habit made in both branches may be invisible to the tests in one
 
 
 def test_critic_on_demonstrations_blames_exactly_the_failing_ones():
