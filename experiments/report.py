@@ -173,6 +173,12 @@ def paired_table(results):
                    + table(["difference", "mean", "± 95%", "per seed", "verdict"],
                            [[escape(k), num(d["mean"]), num(d["ci95"]), " ".join(f"{x:+.3f}" for x in d["per_seed"]),
                              d["verdict"]] for k, d in paired.items()]))
+        if "area" in results:
+            out.append("<p>How soon, beside how far: the mean height of each run's validation curve (the area under "
+                       "it over its updates), paired the same way.</p>"
+                       + table(["difference", "mean", "± 95%", "per seed", "verdict"],
+                               [[escape(k), num(d["mean"]), num(d["ci95"]), " ".join(f"{x:+.3f}" for x in d["per_seed"]),
+                                 d["verdict"]] for k, d in results["area"].items()]))
     grid = results.get("lambda_grid", {})
     if grid:
         lambdas = sorted({lam for g in grid.values() for lam in g}, key=float)

@@ -63,6 +63,12 @@ def summarise(results, credit_landing=None):
     summary["paired"] = {f"{a} - {b}": stats.paired_difference(methods[a]["scores"], methods[b]["scores"],
                                                                methods[a].get("reward_seeds"))
                          for a, b in COMPARISONS}
+    # How soon, beside how far: the mean height of each run's validation curve (stats.curve_area), paired
+    for name in METHODS:
+        methods[name]["area"] = [stats.curve_area(curve) for curve in results["methods"][name]["curves"]]
+    summary["area"] = {f"{a} - {b}": stats.paired_difference(methods[a]["area"], methods[b]["area"],
+                                                             methods[a].get("reward_seeds"))
+                       for a, b in COMPARISONS}
     # How fast each method gets to scalar PPO's final validation score: the first point of each mean
     # curve at or above it (scalar PPO itself may get there before its last update).
     level = methods["ppo_scalar"]["curve"][-1][1]

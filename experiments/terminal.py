@@ -48,6 +48,10 @@ def print_results(task, results):
         print("  paired differences over seeds (95% interval):")
         for key, d in results["paired"].items():
             print(f"    {key:32s} {d['mean']:+.3f} ± {d['ci95']:.3f}   {d['verdict']}")
+        if "area" in results:
+            print("  the mean height of the validation curve (its area over its updates), paired over seeds:")
+            for key, d in results["area"].items():
+                print(f"    {key:32s} {d['mean']:+.3f} ± {d['ci95']:.3f}   {d['verdict']}")
     print("  GAE lambda grid, final validation at the first seed: " + "; ".join(
         f"{name} " + " ".join(f"{lam}:{score:.3f}" for lam, score in grid.items())
         for name, grid in results["lambda_grid"].items()))

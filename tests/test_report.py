@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 import pytest
 
 import text2grad
-from experiments import figures, report
+from experiments import figures, report, summary
 
 VOID = {"meta", "br", "hr", "img", "input", "link", "col", "wbr"}
 SVG_EMPTY = {"rect", "line", "polygon", "polyline", "circle", "path"}
@@ -212,3 +212,16 @@ def test_figures_command_writes_one_chart_per_curve(tmp_path, capsys):
     err = capsys.readouterr().err
     assert exit.value.code == 2 and "no results.json" in err and err.count("\n") == 1
     assert not (tmp_path / "empty").exists()  # no folder made for nothing
+
+
+def test_the_area_under_each_validation_curve_is_paired_by_seed():
+    # trapezoids by hand over updates 0, 2, 4: (2 * (0.5 + 0.5) / 2 + 2 * (0.5 + 0.8) / 2) / 4 = 0.575;
+    # with 0.7 at update 2, 0.675; with 0.9, 0.775: Text2Grad sooner by 0.1 and 0.2 on the two seeds
+    results = as_run_wrote_it(results_for("qa", [["a"]]))
+    for name in text2grad.METHODS:
+        results["methods"][name]["curves"] = [[[0, 0.5], [2, 0.5], [4, 0.8]]] * 2
+    results["methods"]["text2grad"]["curves"] = [[[0, 0.5], [2, 0.7], [4, 0.8]], [[0, 0.5], [2, 0.9], [4, 0.8]]]
+    area = summary.summarise(results)["area"]
+    assert area["text2grad - ppo_scalar"]["per_seed"] == pytest.approx([0.1, 0.2])
+    assert area["text2grad - ppo_scalar"]["mean"] == pytest.approx(0.15)
+    assert area["oracle - oracle_scalar"]["per_seed"] == pytest.approx([0.0, 0.0])
