@@ -69,7 +69,11 @@ PRESETS = {
 # experiments.reward_grid, each model by its own measure: the CoT model by its span F1, the scalar
 # one by its correlation with its target (RESULTS.md, "The reward models' effort"); no_cot takes
 # cot's. A task or model not listed trains at the preset's reward_lr and reward_steps.
-REWARD_CHOICES = {"default": {}}
+REWARD_CHOICES = {"default": {
+    # python -m experiments.reward_grid --out runs/code --lrs 1e-3 2e-3 5e-3 --steps 400 800 (seed 100):
+    # both at the grid's longest training, which was not extended
+    "code": {"cot": (2e-3, 800), "scalar": (1e-3, 800)},
+}}
 
 
 # The paired differences the verdicts read, fixed before any run: (a, b) -> a - b per seed. The
