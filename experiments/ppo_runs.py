@@ -26,6 +26,23 @@ from sft import MAX_NEW_TOKENS
 from text2grad import METHODS, method_reward
 
 
+def reward_settings(preset, name):
+    """(learning rate, steps) of reward model `name`: its task's choice (preset["reward"], from
+    protocol.REWARD_CHOICES; no_cot takes cot's), or the preset's reward_lr and reward_steps."""
+    default = (preset["reward_lr"], preset["reward_steps"])
+    return tuple(preset.get("reward", {}).get("cot" if name == "no_cot" else name, default))
+
+
+def chosen_tag(preset, name):
+    """"" for reward model `name` (or the critic) at the preset's settings, else "/lr{lr}_steps{steps}":
+    the stages of a model trained at a chosen setting, and of the PPO runs that read it, say so, so
+    that --resume on a folder made before the choice runs them again instead of loading old ones."""
+    if name not in ("cot", "no_cot", "scalar"):
+        return ""
+    lr, steps = reward_settings(preset, name)
+    return "" if (lr, steps) == (preset["reward_lr"], preset["reward_steps"]) else f"/lr{lr:g}_steps{steps}"
+
+
 def configs(fields, **extra):
     """(ppo.PPOConfig, guards.Guards, reward.RefreshConfig) from a preset's ppo dict (and extra PPOConfig fields)."""
     shaping = {k: v for k, v in fields.items() if k in {f.name for f in dataclasses.fields(guards.Guards)}}
@@ -92,7 +109,8 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
     reward_seeds = list(reward_models)
     reads = {seed: reward_seeds[j % len(reward_seeds)] for j, seed in enumerate(seeds)}  # PPO seed -> reward seed
     suffix = lambda seed: "" if reads[seed] == reward_seeds[0] else f"/reward{reads[seed]}"  # older runs' names kept
-    stage_of = lambda name, lam, seed: f"ppo/{name}/lambda{lam}/{seed}{suffix(seed)}"
+    stage_of = lambda name, lam, seed: f"ppo/{name}{chosen_tag(preset, METHODS[name][0])}/lambda{lam}/{seed}{suffix(seed)}"
+    test_of = lambda name, seed: f"test/{name}{chosen_tag(preset, METHODS[name][0])}/{seed}{suffix(seed)}"
 
     def run_once(name, lam, seed):
         """One PPO run; its policy waits in ppo_{name}_lambda{lam}_seed{seed}.pt for the test stage."""
@@ -124,7 +142,7 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         for seed in seeds[1:]:
             run_once(name, lam, seed)
         for seed in seeds:
-            stage, start = f"test/{name}/{seed}{suffix(seed)}", time.time()
+            stage, start = test_of(name, seed), time.time()
             if stage not in progress:
                 path = os.path.join(out, f"ppo_{name}_lambda{lam}_seed{seed}.pt")
                 gpt = load_checkpoint(path, device, tokenizer, policy.config)[0]
@@ -138,9 +156,9 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
 
         runs = [progress[stage_of(name, lam, seed)] for seed in seeds]
         history.update({f"{name}/{seed}": run["history"] for seed, run in zip(seeds, runs)})
-        tests = [progress[f"test/{name}/{seed}{suffix(seed)}"] for seed in seeds]
+        tests = [progress[test_of(name, seed)] for seed in seeds]
         scores = [test[task.PRIMARY] for test in tests]
-        time_s = sum(progress.time(stage_of(name, lam, seed)) + progress.time(f"test/{name}/{seed}{suffix(seed)}") for seed in seeds)
+        time_s = sum(progress.time(stage_of(name, lam, seed)) + progress.time(test_of(name, seed)) for seed in seeds)
         methods[name] = {"lambda": lam, "scores": scores, "curves": [run["curve"] for run in runs],
                          "test": tests[0], "tests": tests, "explained_variance": [run["history"][-1]["explained_variance"] for run in runs],
                          "explained_variance_mc": [run["history"][-1]["explained_variance_mc"] for run in runs],

@@ -25,7 +25,7 @@ from data.annotations import annotate, read_annotations, read_jsonl
 from data.tokenizer import Tokenizer, training_texts
 from experiments.checkpoint import load_checkpoint, save_checkpoint
 from experiments.measures import evaluate_policy, flaw_rates, mean_metrics, reward_metrics
-from experiments.ppo_runs import configs, ppo_stage
+from experiments.ppo_runs import chosen_tag, configs, ppo_stage, reward_settings
 from experiments.runstate import (Progress, add_run_flags, atomic_save, check_run_flags, checked, fail, pick_device,
                                   run_to_the_end)
 from experiments.showcase import showcase
@@ -196,20 +196,10 @@ def annotate_stage(task, policy, tokenizer, splits, samples_per_prompt, seed, ou
     return records
 
 
-def reward_settings(preset, name):
-    """(learning rate, steps) of reward model `name`: its task's choice (preset["reward"], from
-    REWARD_CHOICES; no_cot takes cot's), or the preset's reward_lr and reward_steps."""
-    default = (preset["reward_lr"], preset["reward_steps"])
-    return tuple(preset.get("reward", {}).get("cot" if name == "no_cot" else name, default))
-
-
 def reward_stage_names(preset, name, seeds):
     """{seed: stage name} of reward model `name`: reward/cot, reward/cot/101, ...; a model trained at
-    a chosen setting other than the preset's says so (reward/cot/lr0.001_steps800), so that --resume
-    on a folder made before the choice trains it again instead of loading the old one."""
-    lr, steps = reward_settings(preset, name)
-    chosen = "" if (lr, steps) == (preset["reward_lr"], preset["reward_steps"]) else f"/lr{lr:g}_steps{steps}"
-    return {seed: f"reward/{name}{chosen}" + ("" if seed == seeds[0] else f"/{seed}") for seed in seeds}
+    a chosen setting says so (reward/cot/lr0.001_steps800: ppo_runs.chosen_tag)."""
+    return {seed: f"reward/{name}{chosen_tag(preset, name)}" + ("" if seed == seeds[0] else f"/{seed}") for seed in seeds}
 
 
 def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out, progress, names=tuple(REWARD_MODELS)):

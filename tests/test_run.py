@@ -90,23 +90,32 @@ def test_reward_model_seeds(run_all, tmp_path):
     assert results["paired"]["text2grad - ppo_scalar"]["units"] == 2
 
 
-def test_a_reward_model_setting_chosen_on_validation_trains_it_again_on_resume(tmp_path, monkeypatch):
+def test_a_reward_model_setting_chosen_on_validation_trains_it_again_on_resume(run_all, tmp_path, monkeypatch):
     preset = {"reward_lr": 2e-3, "reward_steps": 5, "reward": {"cot": (1e-3, 7)}}
     assert protocol.reward_settings(preset, "cot") == protocol.reward_settings(preset, "no_cot") == (1e-3, 7)
     assert protocol.reward_settings(preset, "scalar") == (2e-3, 5)
     assert protocol.reward_stage_names(preset, "cot", [3, 4]) == {3: "reward/cot/lr0.001_steps7",
                                                                    4: "reward/cot/lr0.001_steps7/4"}
     assert protocol.reward_stage_names(preset, "scalar", [3, 4]) == {3: "reward/scalar", 4: "reward/scalar/4"}
-    protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "qa", "--out", str(tmp_path)])
+    shutil.copytree(run_all / "qa", tmp_path / "qa")  # a finished run, made before the choice
     before = json.loads((tmp_path / "qa" / "progress.json").read_text())["done"]
     monkeypatch.setitem(protocol.REWARD_CHOICES, "tiny", {"qa": {"scalar": (1e-3, 3)}})
-    protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "qa", "--out", str(tmp_path), "--resume"])
+    protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "qa", "--seeds", "2", "--out", str(tmp_path),
+                   "--resume"])
     after = json.loads((tmp_path / "qa" / "progress.json").read_text())["done"]
     assert after["reward/cot"] == before["reward/cot"]  # not chosen: loaded, not trained again
     assert "reward/scalar/lr0.001_steps3" in after and "reward/scalar/lr0.001_steps3" not in before
     results = json.loads((tmp_path / "qa" / "results.json").read_text())
     chosen = after["reward/scalar/lr0.001_steps3"]["value"]["score_correlation"]
     assert results["reward_model"]["scalar"]["score_correlation"] == chosen  # the table reads the chosen model
+    # the PPO runs that read the scalar model ran again (and were tested again); the others did not
+    new = sorted(set(after) - set(before))
+    assert new == sorted(["reward/scalar/lr0.001_steps3", "reward/scalar/lr0.001_steps3/1"][:1 + ("reward/scalar/1" in before)]
+                         + [f"ppo/ppo_scalar/lr0.001_steps3/lambda{lam}/0" for lam in (0.0, 0.95)]
+                         + ["ppo/ppo_scalar/lr0.001_steps3/lambda" + str(results["methods"]["ppo_scalar"]["lambda"]) + "/1"]
+                         + ["test/ppo_scalar/lr0.001_steps3/0", "test/ppo_scalar/lr0.001_steps3/1"])
+    scores = [after[f"test/ppo_scalar/lr0.001_steps3/{seed}"]["value"]["f1"] for seed in (0, 1)]
+    assert results["methods"]["ppo_scalar"]["scores"] == scores
 
 
 def test_reward_models_from_a_trunk_trained_on_the_references(tmp_path):
