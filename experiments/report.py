@@ -159,6 +159,13 @@ def results_table(results, metric):
                   "explained variance, last update", "first update at scalar PPO's final level", "PPO time (s)"], rows)
 
 
+def differences_table(paired):
+    """{name: stats.paired_difference's dict} as a table: mean, half-width, per seed, verdict."""
+    return table(["difference", "mean", "± 95%", "per seed", "verdict"],
+                 [[escape(k), num(d["mean"]), num(d["ci95"]), " ".join(f"{x:+.3f}" for x in d["per_seed"]),
+                   d["verdict"]] for k, d in paired.items()])
+
+
 def paired_table(results):
     """Paired differences over seeds, and the lambda grid each method chose from."""
     out = []
@@ -170,15 +177,10 @@ def paired_table(results):
         out.append("<p>Paired differences: the same seed gives every method the same training prompts, so the "
                    "difference is taken seed by seed, and its 95% Student-t interval is the verdict's ground "
                    "(with two seeds t is 12.7, so nearly every verdict is a tie: run more seeds).</p>"
-                   + table(["difference", "mean", "± 95%", "per seed", "verdict"],
-                           [[escape(k), num(d["mean"]), num(d["ci95"]), " ".join(f"{x:+.3f}" for x in d["per_seed"]),
-                             d["verdict"]] for k, d in paired.items()]))
+                   + differences_table(paired))
         if "area" in results:
             out.append("<p>How soon, beside how far: the mean height of each run's validation curve (the area under "
-                       "it over its updates), paired the same way.</p>"
-                       + table(["difference", "mean", "± 95%", "per seed", "verdict"],
-                               [[escape(k), num(d["mean"]), num(d["ci95"]), " ".join(f"{x:+.3f}" for x in d["per_seed"]),
-                                 d["verdict"]] for k, d in results["area"].items()]))
+                       "it over its updates), paired the same way.</p>" + differences_table(results["area"]))
     grid = results.get("lambda_grid", {})
     if grid:
         lambdas = sorted({lam for g in grid.values() for lam in g}, key=float)
