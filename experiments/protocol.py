@@ -73,6 +73,9 @@ REWARD_CHOICES = {"default": {
     # python -m experiments.reward_grid --out runs/code --lrs 1e-3 2e-3 5e-3 --steps 400 800 (seed 100):
     # both at the grid's longest training, which was not extended
     "code": {"cot": (2e-3, 800), "scalar": (1e-3, 800)},
+    # the same on qa (seed 100), then --lrs 5e-4 1e-3 2e-3 --steps 800 1600, since the CoT model's best
+    # sat at the first grid's corner: both at the longest training again, not extended further
+    "qa": {"cot": (1e-3, 1600), "scalar": (2e-3, 1600)},
 }}
 
 
