@@ -62,6 +62,9 @@ class Config:  # a first look's sizes, a few minutes on 2 CPU cores; the lab's e
     minibatch_size: int = 32      # sequences per gradient step
     ppo_lr: float = 5e-5          # the policy's Adam learning rate
     eval_every: int = 4           # updates between points of the validation curve
+    advantage: str = "gae"        # "gae": PPO's, with a value head; "grpo": no value head, groups (ppo.group_advantages)
+    group: int = 8                # grpo: responses per prompt (ppo_batch_size / group prompts per rollout)
+    per: str = "token"            # grpo, span methods: "token", or "response" (the sum-collapse); last token: "response"
     compile: bool = False         # torch.compile the hot loss path (loss.py)
     figure: str = "first_look.svg"  # where the validation curves are drawn (SVG); "" for none
 
@@ -189,7 +192,8 @@ def run(config):
         lam = LAMBDAS[task.NAME].get(method, 0.95)
         ppo_config = ppo.PPOConfig(updates=config.updates, batch_size=config.ppo_batch_size,
                                    minibatch_size=config.minibatch_size, lr=config.ppo_lr, lam=lam,
-                                   max_new_tokens=MAX_NEW_TOKENS, compile=config.compile)
+                                   max_new_tokens=MAX_NEW_TOKENS, compile=config.compile, advantage=config.advantage,
+                                   group=config.group, per=config.per if METHODS[method][1] == "every" else "response")
         reward, _ = method_reward(method, task, tokenizer, splits["train"], reward_models, shaping,
                                   RefreshConfig(), items["train"], config.seed)
         trained = ppo.PolicyWithValue(copy.deepcopy(policy), ppo_config.detach_value)
@@ -199,7 +203,7 @@ def run(config):
         table[method] = (lam, [score for _, score in curve], test[task.PRIMARY])
         say(f"PPO {method}: test {task.PRIMARY} {test[task.PRIMARY]:.3f}")
 
-    print(f"\n{task.NAME}, seed {config.seed}: validation {task.PRIMARY} by update (every {config.eval_every}), then "
+    print(f"\n{task.NAME}, seed {config.seed}, {config.advantage.upper()}: validation {task.PRIMARY} by update (every {config.eval_every}), then "
           f"test. One seed: how much a difference means is for the lab's intervals (experiments/protocol.py)")
     print(f"{'method':19s} {'judge':7s} {'lands on':11s} {'lambda':>6s}  {'validation curve':32s} {'test':>6s}")
     for method, (lam, curve, test) in table.items():
@@ -242,6 +246,8 @@ def main(argv=None):
     config = Config(**vars(parser.parse_args(argv)))
     if config.task not in guards.PRAISE:
         parser.error(f"--task must be one of {', '.join(guards.PRAISE)}")
+    if config.advantage not in ("gae", "grpo") or config.per not in ("token", "response") or config.ppo_batch_size % config.group:
+        parser.error("--advantage gae or grpo, --per token or response, and --group must divide --ppo-batch-size")
     if config.figure and not os.access(os.path.dirname(os.path.abspath(config.figure)), os.W_OK):
         parser.error(f"--figure {config.figure}: not in a folder this run can write to; name another, or '' for none")
     config.device = ("cuda" if torch.cuda.is_available() else "cpu") if config.device == "auto" else config.device
