@@ -248,18 +248,11 @@ def rollout(model, reference, prompts, eos_id, pad_id, config, generator=None):
 
 def ppo_iteration(model, optimizer, batch, scores, config, generator=None):
     """Rewards, advantages and config.epochs epochs of minibatch updates on one scored batch.
-    scores (B, N) from guards.shaped_scores or final_scores. Returns a dict of logged means:
-      reward          sum_t r_t per response (scores, KL and EOS penalties)
-      score           sum_t score_t per response (what the reward said)
-      kl_ref          sum_t KL_t per response
-      policy_loss, value_loss, entropy, approx_kl (E[(rho - 1) - log rho], measured before each step,
-      so it shows how far the earlier steps had moved the policy), clip_fraction,
-      value_clip_fraction, ratio: means over the minibatch steps
-      explained_variance  1 - Var(R - V) / Var(R) of the rollout's values against the GAE(lambda)
-                      returns R (1 is a perfect value function); explained_variance_mc the same
-                      against the reward-to-go, comparable across lambdas
-      skipped         minibatches skipped because their mean ratio exploded
-      length, eos_rate    mean response length (tokens, EOS included) and share ending in an EOS."""
+    scores (B, N) from guards.shaped_scores or final_scores. Returns the logged means: reward, score
+    and kl_ref (sums per response: r_t, score_t, KL_t); LOSS_STATS over the minibatch steps (approx_kl
+    measured before each step); explained_variance of the values against the GAE returns, and _mc
+    against the reward-to-go (comparable across lambdas); skipped minibatches (ratio past
+    max_ratio); length and eos_rate of the responses."""
     mask = batch["mask"]
     B = len(mask)
     kl_tokens = (batch["logprobs"] - batch["ref_logprobs"]) * mask

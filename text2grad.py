@@ -9,7 +9,8 @@
 The one idea is reward_function: the same critique lands either on the tokens its spans name
 (Text2Grad) or, summed, on the last token (scalar RLHF), judged by a learned reward model or by the
 critic itself; everything else is shared. Left to the lab (`python -m experiments.protocol`): seeds
-and intervals, choosing GAE lambda on validation (LAMBDAS below), the no-critique ablation, resume.
+and intervals, choosing GAE lambda on validation (LAMBDAS below), the no-critique ablation, the
+reward model refreshed on the policy's samples as PPO runs (experiments/refresh.py), resume.
 """
 import argparse
 import copy
@@ -26,7 +27,7 @@ from data import document, experiment_splits, get_task
 from data.annotations import annotate
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig
-from reward import Refresh, RefreshConfig, RewardModel, encode_records, evaluate_reward_model, train_reward_model
+from reward import RewardModel, encode_records, evaluate_reward_model, train_reward_model
 from sft import MAX_NEW_TOKENS, evaluate, respond, response_ids, train_sft
 
 
@@ -128,18 +129,6 @@ def reward_function(method, task, tokenizer, examples, reward_models, shaping=No
     return scores
 
 
-def method_reward(method, task, tokenizer, examples, reward_models, shaping, refresh, items, seed=0):
-    """(reward, the reward models it reads) for one PPO run of `method`: reward_function's, wrapped in
-    a reward.Refresh of the run's own copy of its learned reward model (refresh.every 0: none; items:
-    the reward model's training items, which the refresh keeps mixing in)."""
-    judge = METHODS[method][0]
-    if not refresh.every or judge not in reward_models:
-        return reward_function(method, task, tokenizer, examples, reward_models, shaping), reward_models
-    own = {**reward_models, judge: copy.deepcopy(reward_models[judge])}
-    score = reward_function(method, task, tokenizer, examples, own, shaping)
-    return Refresh(score, own[judge], task, tokenizer, examples, items, refresh, seed), own
-
-
 def run(config):
     """The method on one task, stage by stage; prints what each stage made and, last, the table."""
     task, device, start = get_task(config.task), config.device, time.time()
@@ -194,8 +183,7 @@ def run(config):
                                    minibatch_size=config.minibatch_size, lr=config.ppo_lr, lam=lam,
                                    max_new_tokens=MAX_NEW_TOKENS, compile=config.compile, advantage=config.advantage,
                                    group=config.group, per=config.per if METHODS[method][1] == "every" else "response")
-        reward, _ = method_reward(method, task, tokenizer, splits["train"], reward_models, shaping,
-                                  RefreshConfig(), items["train"], config.seed)
+        reward = reward_function(method, task, tokenizer, splits["train"], reward_models, shaping)
         trained = ppo.PolicyWithValue(copy.deepcopy(policy), ppo_config.detach_value)
         curve, _, _ = ppo.train(trained, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, ppo_config,
                                 seed=config.seed, evaluate=validate, eval_every=config.eval_every, desc=f"ppo {method}")

@@ -1,6 +1,6 @@
 """experiments/ppo_runs.py: the lab's PPO stage, every method of the 2 x 2 from one SFT policy over seeds.
 
-    configs(preset["ppo"])   -> (ppo.PPOConfig, guards.Guards, reward.RefreshConfig)
+    configs(preset["ppo"])   -> (ppo.PPOConfig, guards.Guards, experiments.refresh.RefreshConfig)
     ppo_stage(...)           each method at each GAE lambda of a grid on the first seed, the one
                              chosen on validation (choice_score) run on the other seeds, each PPO seed
                              reading its reward-model seed; then test, for the chosen runs only
@@ -20,10 +20,10 @@ import guards
 import ppo
 from experiments.checkpoint import load_checkpoint, save_checkpoint
 from experiments.measures import evaluate_policy, overoptimisation, primary_score
+from experiments.refresh import RefreshConfig, method_reward
 from experiments.runstate import atomic_save
-from reward import RefreshConfig
 from sft import MAX_NEW_TOKENS
-from text2grad import METHODS, method_reward
+from text2grad import METHODS
 
 
 def reward_settings(preset, name):
@@ -44,7 +44,7 @@ def chosen_tag(preset, name):
 
 
 def configs(fields, **extra):
-    """(ppo.PPOConfig, guards.Guards, reward.RefreshConfig) from a preset's ppo dict (and extra PPOConfig fields)."""
+    """(ppo.PPOConfig, guards.Guards, experiments.refresh.RefreshConfig) from a preset's ppo dict (and extra PPOConfig fields)."""
     shaping = {k: v for k, v in fields.items() if k in {f.name for f in dataclasses.fields(guards.Guards)}}
     refresh = {k[len("refresh_"):]: v for k, v in fields.items() if k.startswith("refresh_")}
     rest = {k: v for k, v in fields.items() if k not in shaping and not k.startswith("refresh_")}

@@ -40,7 +40,7 @@ from text2grad import CONTRASTS, REWARD_MODELS
 # its numbers mean nothing). The fields are text2grad.Config's, and: model, the GPT's; sft_eval_every,
 # steps between points of the SFT and pretraining learning curve; lambdas, the GAE lambda grid each
 # method chooses from on validation (ppo_stage); ppo, PPOConfig fields, with the guards'
-# (guards.Guards) and the refresh's (refresh_every, refresh_samples, ...: reward.RefreshConfig)
+# (guards.Guards) and the refresh's (refresh_every, refresh_samples, ...: experiments.refresh.RefreshConfig)
 # beside them; choose_by, test_curve and overopt_prompts, set by the K sweep (experiments/sweep.py):
 # lambda chosen by the validation curve's last quarter; the test prompts scored at every point; the
 # prompts the over-optimisation measurement samples. configs() and ppo_stage(): experiments/ppo_runs.py.

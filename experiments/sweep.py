@@ -45,6 +45,7 @@ import text2grad
 from data import facts
 from data.annotations import read_annotations
 from experiments import figures, measures, ppo_runs, protocol, stats, terminal
+from experiments.refresh import method_reward
 from experiments.report import render
 from experiments.summary import summarise_methods
 from experiments.runstate import (Progress, add_run_flags, atomic_save, check_run_flags, checked, fail,
@@ -58,7 +59,7 @@ from sft import MAX_NEW_TOKENS, respond
 # first seed's validation curve (the mean over the whole curve chose runs that rose fast and then
 # collapsed). test_curve: each point also holds the test score, where the thresholds are read.
 # overopt_prompts: the validation prompts the over-optimisation measurement samples at every point.
-# The guards against a gamed reward are guards.Guards' and reward.RefreshConfig's defaults, chosen on validation by --ablation (RESULTS.md).
+# The guards against a gamed reward are guards.Guards' and experiments.refresh.RefreshConfig's defaults, chosen on validation by --ablation (RESULTS.md).
 # canon=0: the sweep keeps the plain nanoGPT block its RESULTS.md numbers were measured with (the
 # canon layers came later, for qa's look-up; the facts task's sites sit in their own sentences).
 SWEEP_PRESETS = {
@@ -241,8 +242,8 @@ def ablation(k, model, tokenizer, splits, reward_models, items, preset, seeds, o
                 stage, start = f"{name}/{key}/{seed}", time.time()
                 if stage not in progress:
                     actor = ppo.PolicyWithValue(copy.deepcopy(model), config.detach_value)
-                    reward, run_models = text2grad.method_reward(name, facts, tokenizer, splits["train"], reward_models,
-                                                           shaping, refresh, items, seed)
+                    reward, run_models = method_reward(name, facts, tokenizer, splits["train"], reward_models,
+                                                 shaping, refresh, items, seed)
                     watch = measures.overoptimisation(name, facts, tokenizer, validation[:preset["overopt_prompts"]],
                                                  run_models, model, config, seed=1)
                     curve, _, _ = ppo.train(
