@@ -21,7 +21,7 @@ import guards
 import reward
 import text2grad
 from data.annotations import read_jsonl
-from experiments import credit_landing, critique_check, ppo_runs, protocol, report, reward_grid, value_heads
+from experiments import credit_landing, critique_check, ppo_runs, protocol, report, revise, reward_grid, value_heads
 from experiments.run_folder import read_run
 from test_codegen import unmarked
 from test_report import Page
@@ -316,6 +316,25 @@ def test_reward_grid_chooses_each_model_on_validation_alone(run_all, tmp_path):
     code = subprocess.run([sys.executable, "-m", "experiments.reward_grid", "--out", str(tmp_path / "nothing")],
                           capture_output=True, text=True, cwd=ROOT)
     assert code.returncode != 0 and "Traceback" not in code.stderr and "experiments.protocol" in code.stderr
+
+
+def test_revise_runs_the_prompt_only_rows_with_their_cost(run_all, tmp_path):
+    shutil.copytree(run_all / "code", tmp_path / "code")
+    revise.main(["--out", str(tmp_path / "code"), "--device", "cpu", "--seeds", "2", "--steps", "2", "3"])
+    out = json.loads((tmp_path / "code" / "revise.json").read_text())
+    assert out["steps"] == max(out["validation"], key=out["validation"].get) and set(out["validation"]) == {"2", "3"}
+    assert [s["seed"] for s in out["seeds"]] == [0, 1]
+    rows = out["seeds"][0]["rows"]
+    # model calls per answer: the answer, then per round a revision (and, learned, the reward model's critique)
+    calls = {"revise_first": 1, "revise_critic_1": 2, "revise_critic_2": 3, "revise_learned_1": 3, "revise_learned_2": 5,
+             "text2grad_first_seed": 1, "text2grad_revised_critic_1": 2, "text2grad_revised_learned_1": 3}
+    assert {name: row["calls"] for name, row in rows.items()} == calls
+    assert set(out["seeds"][1]["rows"]) == {n for n in calls if not n.startswith("text2grad")}
+    assert all(0 <= row["score"] <= 1 for row in rows.values())
+    assert rows["revise_learned_1"]["tokens"] > rows["revise_critic_1"]["tokens"] > rows["revise_first"]["tokens"]
+    code = subprocess.run([sys.executable, "-m", "experiments.revise", "--out", str(tmp_path / "nothing")],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert code.returncode != 0 and "Traceback" not in code.stderr
 
 
 def test_critique_check_sorts_every_validation_record(run_all, tmp_path):
