@@ -86,7 +86,8 @@ def main(argv=None):
     print("\nWith lambda 0 each Text2Grad token is pushed as the critique says, and scalar PPO pushes the last\n"
           "token only; with lambda 0.95 scalar PPO spreads its one number over every token, praised ones included.\n"
           "GRPO (no value head) compares this response with the reference, both scored by the critic: span rewards\n"
-          "normalised over the pair's tokens and summed from t on, or the sums normalised (one number everywhere).")
+          "normalised over the pair's tokens and summed from t on, or the sums normalised: one number everywhere,\n"
+          "+1 or -1 in a group of two (whichever of the two scored higher), 0 if they tie.")
 
 
 if __name__ == "__main__":

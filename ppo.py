@@ -128,30 +128,32 @@ def compute_advantages(rewards, values, mask, gamma=1.0, lam=0.95):
     return advantages, (advantages + values) * mask
 
 
-def group_advantages(scores, mask, group, per="token", eps=1e-6):
-    """GRPO's advantages, no value head (DeepSeekMath, section 4.1.3). The batch's rows come in groups
-    of `group` responses to one prompt; each reward is compared with its own group's only:
-      per "token"     process supervision, every response token a step: r~_t = (r_t - mean) / std over
-                      the group's tokens, A_t = sum_{l >= t} r~_l. The mean, taken off every token,
-                      adds (n - t) * (-mean / std) to A_t: a term in the length still to come
+def group_advantages(scores, mask, group, per="token"):
+    """GRPO's advantages, no value head (after DeepSeekMath, section 4.1.3). The batch's rows come in
+    groups of `group` responses to one prompt; each reward is compared with its own group's only:
+      per "token"     process supervision with every response token a step (the paper's steps are
+                      the reasoning steps that carry a reward): r~_t = (r_t - mean) / std over the
+                      group's tokens, A_t = sum_{l >= t} r~_l. The mean taken off every token adds
+                      (n - t) * (-mean / std) to A_t (t from 0, n tokens with the EOS): a length term
       per "response"  outcome supervision: R_i = sum_t score_t normalised over the group, A_t = R~_i on
                       every token of response i. A last-token reward's only way; on span rewards it
                       is the collapse verl makes: where the critique put them is lost
-    scores, mask (B, N) -> advantages (B, N), zero outside the mask. std is the group's population
-    std, so a group whose rewards are all equal has advantage 0, not NaN."""
+    scores, mask (B, N) -> advantages (B, N), zero outside the mask. std is the population std (TRL
+    and verl use the sample std: sqrt(G / (G - 1)) smaller advantages). A group whose rewards are
+    equal, up to float rounding, has advantage 0, not NaN and not rounding error divided by ~0."""
+    def normalised(x, weight):  # (x - mean) / std over weight == 1 along dim 1; 0 where std is ~0
+        count = weight.sum(1, keepdim=True).clamp(min=1)
+        mean = (x * weight).sum(1, keepdim=True) / count
+        std = (((x - mean) ** 2 * weight).sum(1, keepdim=True) / count).sqrt()
+        return torch.where(std > 1e-5 * (1 + mean.abs()), (x - mean) / std, torch.zeros_like(x)) * weight
     B, N = scores.shape
     if per == "response":
         R = (scores * mask).sum(1).view(-1, group)                                # (B/G, G)
-        R = (R - R.mean(1, keepdim=True)) / (R.std(1, correction=0, keepdim=True) + eps)
-        return R.reshape(B, 1) * mask
+        return normalised(R, torch.ones_like(R)).reshape(B, 1) * mask
     if per != "token":
         raise ValueError(f"unknown per {per!r}; use 'token' or 'response'")
-    r, steps = scores.reshape(-1, group * N), mask.reshape(-1, group * N)        # (B/G, G*N)
-    count = steps.sum(1, keepdim=True).clamp(min=1)
-    mean = (r * steps).sum(1, keepdim=True) / count
-    std = (((r - mean) ** 2 * steps).sum(1, keepdim=True) / count).sqrt()
-    normalised = ((r - mean) / (std + eps) * steps).view(B, N)
-    return normalised.flip(1).cumsum(1).flip(1) * mask                            # sum from t to the end
+    r = normalised(scores.reshape(-1, group * N), mask.reshape(-1, group * N))   # (B/G, G*N)
+    return r.view(B, N).flip(1).cumsum(1).flip(1) * mask                          # sum from t to the end
 
 
 def reward_to_go(rewards, mask, gamma=1.0):
@@ -260,7 +262,7 @@ def ppo_iteration(model, optimizer, batch, scores, config, generator=None):
     if config.advantage == "grpo":  # the one seam: no value head; the KL stays in the reward, not normalised
         given = token_rewards(scores, batch["logprobs"], batch["ref_logprobs"], mask, batch["ended"], 0.0, config)
         advantages = group_advantages(given, mask, config.group, config.per) - config.beta * reward_to_go(kl_tokens, mask)
-        returns, explained, explained_mc = batch["values"], math.nan, math.nan  # V is not fitted: no value loss
+        returns, explained, explained_mc = batch["values"], math.nan, math.nan  # V is not fitted (value_coef 0)
     else:
         advantages, returns = compute_advantages(rewards, batch["values"], mask, config.gamma, config.lam)
         explained = explained_variance(batch["values"], returns, mask)
@@ -269,8 +271,9 @@ def ppo_iteration(model, optimizer, batch, scores, config, generator=None):
 
     device = mask.device
     value_clip = math.inf if config.value_clip is None else config.value_clip  # clamp to +-inf: no clip
+    value_coef = 0.0 if config.advantage == "grpo" else config.value_coef
     coefficients = [torch.tensor(c, device=device) for c in
-                    (config.temperature, config.clip, value_clip, config.value_coef, config.entropy_coef)]
+                    (config.temperature, config.clip, value_clip, value_coef, config.entropy_coef)]
     loss_fn = compiled_ppo_loss if config.compile else ppo_loss
     totals, steps, skipped = torch.zeros(len(LOSS_STATS), device=device), 0, 0
     model.train()

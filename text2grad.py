@@ -188,7 +188,7 @@ def run(config):
         curve, _, _ = ppo.train(trained, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, ppo_config,
                                 seed=config.seed, evaluate=validate, eval_every=config.eval_every, desc=f"ppo {method}")
         test, _, _ = evaluate(task, trained.gpt, tokenizer, splits["test"])
-        table[method] = (lam, [score for _, score in curve], test[task.PRIMARY])
+        table[method] = (lam if config.advantage == "gae" else "-", [score for _, score in curve], test[task.PRIMARY])
         say(f"PPO {method}: test {task.PRIMARY} {test[task.PRIMARY]:.3f}")
 
     print(f"\n{task.NAME}, seed {config.seed}, {config.advantage.upper()}: validation {task.PRIMARY} by update (every {config.eval_every}), then "
@@ -234,8 +234,9 @@ def main(argv=None):
     config = Config(**vars(parser.parse_args(argv)))
     if config.task not in guards.PRAISE:
         parser.error(f"--task must be one of {', '.join(guards.PRAISE)}")
-    if config.advantage not in ("gae", "grpo") or config.per not in ("token", "response") or config.ppo_batch_size % config.group:
-        parser.error("--advantage gae or grpo, --per token or response, and --group must divide --ppo-batch-size")
+    if config.advantage not in ("gae", "grpo") or config.per not in ("token", "response") or (
+            config.advantage == "grpo" and (config.group < 2 or config.ppo_batch_size % config.group)):
+        parser.error("--advantage gae or grpo, --per token or response; with grpo, --group at least 2 and dividing --ppo-batch-size")
     if config.figure and not os.access(os.path.dirname(os.path.abspath(config.figure)), os.W_OK):
         parser.error(f"--figure {config.figure}: not in a folder this run can write to; name another, or '' for none")
     config.device = ("cuda" if torch.cuda.is_available() else "cpu") if config.device == "auto" else config.device

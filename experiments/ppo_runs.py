@@ -79,13 +79,21 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
       3. test: the chosen runs, and only those, are evaluated on the test split (with
          preset["test_curve"], every curve point also holds the test score: read by the K sweep,
          never by a choice).
-    --resume with more --seeds adds the new seeds' runs to a finished run.
+    --resume with more --seeds adds the new seeds' runs to a finished run. With preset["ppo"]
+    ["advantage"] "grpo" the group sizes of preset["groups"] take the lambdas' place (methods[name]
+    ["group"]; "lambda" None), in stages and files of their own (grpo/..., ppo_{name}_grpo*.pt).
     Returns (methods, history, grid): methods[name] = {lambda, scores (test, per seed), curves (the
     validation curve per seed), test (the first seed's metrics), tests (every seed's), explained_variance(_mc) and warmup
     (per seed), reward_seeds (the reward seed each run read), time_s}, with "sft" (from sft_results) as the starting point; history["<name>/<seed>"]
     the logged statistics per update; grid[name][lambda] the validation score each lambda's run was
     chosen by. Means and intervals over the seeds are experiments/summary.py's."""
     config, shaping, refresh = configs(preset["ppo"], max_new_tokens=MAX_NEW_TOKENS, compile=compile)
+    # GRPO's runs choose their group size as PPO's choose lambda, in stages and files of their own
+    # (grpo/..., or grpo_sum/... when the span rewards are summed before normalising: per "response")
+    grpo = config.advantage == "grpo"
+    knob, knobs = ("group", preset["groups"]) if grpo else ("lambda", preset["lambdas"])
+    variant = ("grpo" if config.per == "token" else "grpo_sum") if grpo else ""
+    prefix, tag = (f"{variant}/", f"_{variant}") if grpo else ("", "")
     train = splits["train"]
     prompts = [tokenizer.prompt(e.prompt) for e in train]
     validation = splits["validation"]
@@ -109,23 +117,27 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
     reward_seeds = list(reward_models)
     reads = {seed: reward_seeds[j % len(reward_seeds)] for j, seed in enumerate(seeds)}  # PPO seed -> reward seed
     suffix = lambda seed: "" if reads[seed] == reward_seeds[0] else f"/reward{reads[seed]}"  # older runs' names kept
-    stage_of = lambda name, lam, seed: f"ppo/{name}{chosen_tag(preset, METHODS[name][0])}/lambda{lam}/{seed}{suffix(seed)}"
-    test_of = lambda name, seed: f"test/{name}{chosen_tag(preset, METHODS[name][0])}/{seed}{suffix(seed)}"
+    stage_of = lambda name, lam, seed: (f"{prefix}ppo/{name}{chosen_tag(preset, METHODS[name][0])}/{knob}{lam}/"
+                                        f"{seed}{suffix(seed)}")
+    test_of = lambda name, seed: f"{prefix}test/{name}{chosen_tag(preset, METHODS[name][0])}/{seed}{suffix(seed)}"
+    checkpoint = lambda name, lam, seed: os.path.join(out, f"ppo_{name}{tag}_{knob}{lam}_seed{seed}.pt")
 
     def run_once(name, lam, seed):
-        """One PPO run; its policy waits in ppo_{name}_lambda{lam}_seed{seed}.pt for the test stage."""
+        """One PPO run; its policy waits in ppo_{name}_lambda{lam}_seed{seed}.pt for the test stage.
+        With GRPO, lam is the group size, and a last-token reward is normalised per response."""
         stage, start = stage_of(name, lam, seed), time.time()
         if stage in progress:
             return
-        run_config = replace(config, lam=lam)
+        run_config = replace(config, group=lam, per=config.per if METHODS[name][1] == "every" else "response") \
+            if grpo else replace(config, lam=lam)
         model = ppo.PolicyWithValue(copy.deepcopy(policy), run_config.detach_value)
         reward, run_models = method_reward(name, task, tokenizer, train, reward_models[reads[seed]], shaping, refresh,
                                            reward_items, seed)
         curve, logged, warmup = ppo.train(
             model, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, run_config, seed=seed,
             evaluate=validation_score(name, run_models),
-            eval_every=preset["eval_every"], desc=f"ppo {name} lambda {lam} seed {seed}")
-        save_checkpoint(os.path.join(out, f"ppo_{name}_lambda{lam}_seed{seed}.pt"), model.gpt, tokenizer, config.updates)
+            eval_every=preset["eval_every"], desc=f"{variant or 'ppo'} {name} {knob} {lam} seed {seed}")
+        save_checkpoint(checkpoint(name, lam, seed), model.gpt, tokenizer, config.updates)
         progress.finish(stage, {"curve": curve, "history": logged, "warmup": warmup}, start)
 
     sft_test = sft_results["test"]
@@ -133,25 +145,24 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
                        "test": sft_test}}
     history, grid = {}, {}
     for name in METHODS:
-        for lam in preset["lambdas"]:
+        for lam in knobs:
             run_once(name, lam, seeds[0])
-        curves = [progress[stage_of(name, lam, seeds[0])]["curve"] for lam in preset["lambdas"]]
+        curves = [progress[stage_of(name, lam, seeds[0])]["curve"] for lam in knobs]
         scores = [choice_score(curve, preset.get("choose_by", "final")) for curve in curves]
-        grid[name] = dict(zip(preset["lambdas"], scores))
-        lam = max(preset["lambdas"], key=lambda candidate: grid[name][candidate])
+        grid[name] = dict(zip(knobs, scores))
+        lam = max(knobs, key=lambda candidate: grid[name][candidate])
         for seed in seeds[1:]:
             run_once(name, lam, seed)
         for seed in seeds:
             stage, start = test_of(name, seed), time.time()
             if stage not in progress:
-                path = os.path.join(out, f"ppo_{name}_lambda{lam}_seed{seed}.pt")
-                gpt = load_checkpoint(path, device, tokenizer, policy.config)[0]
+                gpt = load_checkpoint(checkpoint(name, lam, seed), device, tokenizer, policy.config)[0]
                 test, samples = evaluate_policy(task, gpt, tokenizer, splits["test"])
                 if seed == seeds[0]:
-                    save_checkpoint(os.path.join(out, f"ppo_{name}.pt"), gpt, tokenizer, config.updates)
-                    atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(out, f"samples_{name}.jsonl"))
+                    save_checkpoint(os.path.join(out, f"ppo_{name}{tag}.pt"), gpt, tokenizer, config.updates)
+                    atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(out, f"samples_{name}{tag}.jsonl"))
                 progress.finish(stage, test, start)
-        for leftover in glob.glob(os.path.join(out, f"ppo_{name}_lambda*_seed*.pt")):  # ppo_{name}.pt keeps seed 0's
+        for leftover in glob.glob(checkpoint(name, "*", "*")):  # ppo_{name}.pt keeps seed 0's
             os.remove(leftover)
 
         runs = [progress[stage_of(name, lam, seed)] for seed in seeds]
@@ -159,11 +170,11 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         tests = [progress[test_of(name, seed)] for seed in seeds]
         scores = [test[task.PRIMARY] for test in tests]
         time_s = sum(progress.time(stage_of(name, lam, seed)) + progress.time(test_of(name, seed)) for seed in seeds)
-        methods[name] = {"lambda": lam, "scores": scores, "curves": [run["curve"] for run in runs],
+        methods[name] = {"lambda": None if grpo else lam, **({"group": lam} if grpo else {}), "scores": scores, "curves": [run["curve"] for run in runs],
                          "test": tests[0], "tests": tests, "explained_variance": [run["history"][-1]["explained_variance"] for run in runs],
                          "explained_variance_mc": [run["history"][-1]["explained_variance_mc"] for run in runs],
                          "warmup": [run["warmup"] for run in runs], "reward_seeds": [reads[seed] for seed in seeds],
                          "time_s": time_s}
-        print(f"[{task.NAME}] {name:17s} lambda {lam:<4} test {task.PRIMARY}, mean over {len(seeds)} seed(s) "
+        print(f"[{task.NAME}] {variant + ' ' if grpo else ''}{name:17s} {knob} {lam:<4} test {task.PRIMARY}, mean over {len(seeds)} seed(s) "
               f"{sum(scores) / len(scores):.3f} ({' '.join(f'{v:.3f}' for v in scores)}), {time_s:.0f}s")
     return methods, history, grid

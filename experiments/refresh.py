@@ -38,9 +38,10 @@ class Refresh:
     """A learned reward model trained online on the policy's own samples (iterated RLHF): it scores out
     of distribution what it never saw. Called like a reward f(indices, tokens, mask): it scores the
     rollout with the model as it is; then, at every config.every-th call (the value warm-up's call
-    counts), the critic annotates the first config.samples responses and the model trains on all the
-    fresh annotations so far, mixed with `items`, its original training items. score: the method's
-    reward reading `model` (text2grad.reward_function); model changes in place: give each run a copy."""
+    counts; GRPO has none), the critic annotates config.samples of the responses, one per prompt
+    first (GRPO samples a group for each), and the model trains on all the fresh annotations so far,
+    mixed with `items`, its original training items. score: the method's reward reading `model`
+    (text2grad.reward_function); model changes in place: give each run a copy."""
 
     def __init__(self, score, model, task, tokenizer, examples, items, config, seed=0):
         self.model, self.score = model, score
@@ -51,8 +52,11 @@ class Refresh:
         scores = self.score(indices, tokens, mask)
         self.calls += 1
         if self.calls % self.config.every == 0:
+            # one response per prompt first (GRPO samples a group of each), then the second, ...
             n = self.config.samples
-            for i, ids in zip(indices[:n], response_ids(self.tokenizer, tokens[:n], mask[:n])):
+            order = sorted(range(len(indices)), key=lambda j: list(indices[:j]).count(indices[j]))[:n]
+            picked = [indices[j] for j in order]
+            for i, ids in zip(picked, response_ids(self.tokenizer, tokens[order], mask[order])):
                 annotation = self.task.critique(self.examples[i], self.tokenizer.decode(ids))
                 self.fresh.append(encode_sample(self.tokenizer, self.examples[i].prompt, ids, annotation,
                                                 self.model.gpt.config.block_size))
