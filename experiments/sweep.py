@@ -67,14 +67,14 @@ SWEEP_PRESETS = {
                     lr=3e-3, model=dict(n_layer=2, n_head=4, n_embd=96, block_size=384, canon=0),
                     samples_per_prompt=2, reward_steps=1200, reward_lr=2e-3,
                     ppo=dict(batch_size=32, minibatch_size=32, lr=2e-4, beta=0.1, praise_fade_at=40),
-                    updates=36, eval_every=1, lambdas=(0.5, 0.95),
+                    updates=36, eval_every=1, lambdas=(0.5, 0.95), groups=(4, 8, 16),
                     choose_by="last_quarter", test_curve=True, overopt_prompts=64),
     # the test suite's run: every stage in seconds; its numbers mean nothing
     "tiny": dict(train=64, validation=8, test=8, vocab_size=512, sft_steps=10, batch_size=16,
                  lr=3e-3, model=dict(n_layer=1, n_head=2, n_embd=32, block_size=384),
                  samples_per_prompt=1, reward_steps=4, reward_lr=2e-3,
                  ppo=dict(batch_size=8, minibatch_size=8, lr=3e-5, praise_fade_at=40),
-                 updates=2, eval_every=1, lambdas=(0.5, 0.95), choose_by="last_quarter",
+                 updates=2, eval_every=1, lambdas=(0.5, 0.95), groups=(2, 4), choose_by="last_quarter",
                  test_curve=True, overopt_prompts=4),
 }
 REWARD_MODELS = ("cot", "scalar")  # the ones the methods read (the no-critique model is not in the sweep)
@@ -273,6 +273,9 @@ def print_ablation(tables):
 
 def run(args):
     preset = SWEEP_PRESETS[args.preset]
+    if args.advantage == "grpo":  # GRPO's runs beside PPO's: the same shared stages, each K's runs its own
+        preset = {**preset, "ppo": {**preset["ppo"], "advantage": "grpo", "per": args.per}}
+    variant = "" if args.advantage == "gae" else ("_grpo" if args.per == "token" else "_grpo_sum")
     device = pick_device(args.device)
     compile = args.compile
     os.makedirs(args.out, exist_ok=True)
@@ -360,11 +363,13 @@ def run(args):
                              for k in args.ks if k != 1}
     results["wall_time_s"] = sum(progress.time(s) for s in progress.done) + sum(
         r["time_s"] for r in results["per_k"].values())
-    atomic_save(json.dumps(results, indent=2), path("results.json"))
-    atomic_save(render([results]), path("report.html"))
-    atomic_save(figures.thresholds_svg(results["per_k"], "0.9"), path("updates_to_90.svg"))  # the README's figure
+    results["advantage"], results["per"] = args.advantage, args.per
+    atomic_save(json.dumps(results, indent=2), path(f"results{variant}.json"))
+    atomic_save(render([results]), path(f"report{variant}.html"))
+    if not variant:
+        atomic_save(figures.thresholds_svg(results["per_k"], "0.9"), path("updates_to_90.svg"))  # the README's figure
     terminal.print_sweep(results)
-    print(f"[sweep] total {results['wall_time_s']:.0f}s -> {path('results.json')}, {path('report.html')}")
+    print(f"[sweep] total {results['wall_time_s']:.0f}s -> {path(f'results{variant}.json')}, {path(f'report{variant}.html')}")
     return results
 
 
@@ -388,8 +393,15 @@ def main(argv):
     parser.add_argument("--ablation", action="store_true", help="instead of the sweep, the defences against a "
                         "gamed reward (DEFENCES), each alone and together, for scalar PPO and Text2Grad on validation; "
                         "writes ablation.json")
+    parser.add_argument("--advantage", choices=["gae", "grpo"], default="gae", help="grpo: the same methods with "
+                        "GRPO's advantages (no value head), each choosing its group size on validation; on a sweep's "
+                        "--out with --resume, beside its PPO runs (results_grpo.json)")
+    parser.add_argument("--per", choices=["token", "response"], default="token", help="with --advantage grpo: "
+                        "response sums the span rewards before normalising (the collapse; results_grpo_sum.json)")
     add_run_flags(parser)
     args = parser.parse_args(argv)
+    if (args.per == "response" and args.advantage != "grpo") or (args.ablation and args.advantage == "grpo"):
+        fail("--per response needs --advantage grpo, and --ablation is PPO's")
     if any(k not in facts.KS for k in args.ks):
         fail(f"--ks: each K must be one of {list(facts.KS)} (the training split mixes those)")
     args.reward_seeds = min(3, args.seeds) if args.reward_seeds is None else args.reward_seeds
