@@ -88,12 +88,15 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
     the logged statistics per update; grid[name][lambda] the validation score each lambda's run was
     chosen by. Means and intervals over the seeds are experiments/summary.py's."""
     config, shaping, refresh = configs(preset["ppo"], max_new_tokens=MAX_NEW_TOKENS, compile=compile)
-    # GRPO's runs choose their group size as PPO's choose lambda, in stages and files of their own
-    # (grpo/..., or grpo_sum/... when the span rewards are summed before normalising: per "response")
+    # GRPO's runs choose their group size as PPO's choose lambda, in stages and files of their own:
+    # grpo/..., or grpo_sum/... for a span method whose rewards are summed before normalising (per
+    # "response"); a last-token method is normalised per response either way, so it shares grpo's runs
     grpo = config.advantage == "grpo"
     knob, knobs = ("group", preset["groups"]) if grpo else ("lambda", preset["lambdas"])
-    variant = ("grpo" if config.per == "token" else "grpo_sum") if grpo else ""
-    prefix, tag = (f"{variant}/", f"_{variant}") if grpo else ("", "")
+    variant = lambda name: "" if not grpo else (
+        "grpo_sum" if config.per == "response" and METHODS[name][1] == "every" else "grpo")
+    prefix = lambda name: f"{variant(name)}/" if grpo else ""   # of its stages
+    tag = lambda name: f"_{variant(name)}" if grpo else ""      # of its files
     train = splits["train"]
     prompts = [tokenizer.prompt(e.prompt) for e in train]
     validation = splits["validation"]
@@ -117,14 +120,14 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
     reward_seeds = list(reward_models)
     reads = {seed: reward_seeds[j % len(reward_seeds)] for j, seed in enumerate(seeds)}  # PPO seed -> reward seed
     suffix = lambda seed: "" if reads[seed] == reward_seeds[0] else f"/reward{reads[seed]}"  # older runs' names kept
-    stage_of = lambda name, lam, seed: (f"{prefix}ppo/{name}{chosen_tag(preset, METHODS[name][0])}/{knob}{lam}/"
+    stage_of = lambda name, lam, seed: (f"{prefix(name)}ppo/{name}{chosen_tag(preset, METHODS[name][0])}/{knob}{lam}/"
                                         f"{seed}{suffix(seed)}")
-    test_of = lambda name, seed: f"{prefix}test/{name}{chosen_tag(preset, METHODS[name][0])}/{seed}{suffix(seed)}"
-    checkpoint = lambda name, lam, seed: os.path.join(out, f"ppo_{name}{tag}_{knob}{lam}_seed{seed}.pt")
+    test_of = lambda name, seed: f"{prefix(name)}test/{name}{chosen_tag(preset, METHODS[name][0])}/{seed}{suffix(seed)}"
+    checkpoint = lambda name, lam, seed: os.path.join(out, f"ppo_{name}{tag(name)}_{knob}{lam}_seed{seed}.pt")
 
     def run_once(name, lam, seed):
-        """One PPO run; its policy waits in ppo_{name}_lambda{lam}_seed{seed}.pt for the test stage.
-        With GRPO, lam is the group size, and a last-token reward is normalised per response."""
+        """One PPO run; its policy waits in checkpoint(name, lam, seed) for the test stage. With GRPO,
+        lam is the group size, and a last-token reward is normalised per response."""
         stage, start = stage_of(name, lam, seed), time.time()
         if stage in progress:
             return
@@ -136,7 +139,7 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         curve, logged, warmup = ppo.train(
             model, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, run_config, seed=seed,
             evaluate=validation_score(name, run_models),
-            eval_every=preset["eval_every"], desc=f"{variant or 'ppo'} {name} {knob} {lam} seed {seed}")
+            eval_every=preset["eval_every"], desc=f"{variant(name) or 'ppo'} {name} {knob} {lam} seed {seed}")
         save_checkpoint(checkpoint(name, lam, seed), model.gpt, tokenizer, config.updates)
         progress.finish(stage, {"curve": curve, "history": logged, "warmup": warmup}, start)
 
@@ -159,8 +162,8 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
                 gpt = load_checkpoint(checkpoint(name, lam, seed), device, tokenizer, policy.config)[0]
                 test, samples = evaluate_policy(task, gpt, tokenizer, splits["test"])
                 if seed == seeds[0]:
-                    save_checkpoint(os.path.join(out, f"ppo_{name}{tag}.pt"), gpt, tokenizer, config.updates)
-                    atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(out, f"samples_{name}{tag}.jsonl"))
+                    save_checkpoint(os.path.join(out, f"ppo_{name}{tag(name)}.pt"), gpt, tokenizer, config.updates)
+                    atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(out, f"samples_{name}{tag(name)}.jsonl"))
                 progress.finish(stage, test, start)
         for leftover in glob.glob(checkpoint(name, "*", "*")):  # ppo_{name}.pt keeps seed 0's
             os.remove(leftover)
@@ -175,6 +178,6 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
                          "explained_variance_mc": [run["history"][-1]["explained_variance_mc"] for run in runs],
                          "warmup": [run["warmup"] for run in runs], "reward_seeds": [reads[seed] for seed in seeds],
                          "time_s": time_s}
-        print(f"[{task.NAME}] {variant + ' ' if grpo else ''}{name:17s} {knob} {lam:<4} test {task.PRIMARY}, mean over {len(seeds)} seed(s) "
+        print(f"[{task.NAME}] {variant(name) + ' ' if grpo else ''}{name:17s} {knob} {lam:<4} test {task.PRIMARY}, mean over {len(seeds)} seed(s) "
               f"{sum(scores) / len(scores):.3f} ({' '.join(f'{v:.3f}' for v in scores)}), {time_s:.0f}s")
     return methods, history, grid

@@ -388,6 +388,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.per == "response" and args.advantage != "grpo":
         fail("--per response is GRPO's: add --advantage grpo")
+    if args.advantage == "grpo" and not args.resume:
+        fail("--advantage grpo runs beside a PPO run, on its SFT policy and reward models: add --resume and its --out")
     args = check_run_flags(args)
     if args.reward_seeds < 1:
         fail("--reward-seeds must be at least 1")

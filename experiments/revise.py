@@ -91,13 +91,15 @@ def train_reviser(model, tokenizer, turns, steps, batch_size, lr, device, seed):
 
 
 def answer(model, tokenizer, contexts, batch_size=50):
-    """Greedy responses (token-id lists, EOS dropped) to contexts (token-id lists)."""
-    ids = []
+    """Greedy responses to contexts (token-id lists): (token-id lists, EOS dropped; the tokens generated
+    per response, its EOS counted when it wrote one)."""
+    ids, generated = [], []
     for i in range(0, len(contexts), batch_size):
         tokens, _, mask = generate(model, contexts[i:i + batch_size], MAX_NEW_TOKENS, tokenizer.eos_id,
                                    tokenizer.pad_id, greedy=True)
         ids += response_ids(tokenizer, tokens, mask)
-    return ids
+        generated += mask.sum(1).tolist()
+    return ids, generated
 
 
 def critiques(task, tokenizer, examples, ids, critic, reward_model):
@@ -107,7 +109,7 @@ def critiques(task, tokenizer, examples, ids, critic, reward_model):
     if critic:
         return [task.critique(e, t)["textual_feedback"] for e, t in zip(examples, texts)], 0
     written, _ = reward_model.predict(tokenizer, [e.prompt for e in examples], ids)
-    return written, sum(len(tokenizer.encode(c)) + 1 for c in written)  # and its closing <|span|>
+    return written, sum(len(tokenizer.encode(c)) + 1 for c in written)  # re-encoded, and its closing <|span|>
 
 
 def score(task, tokenizer, examples, ids):
@@ -127,9 +129,9 @@ def revise_rows(task, model, tokenizer, examples, first, rounds, reward_model, p
             written, critique_tokens = critiques(task, tokenizer, examples, ids, source == "critic", reward_model)
             contexts = [context(tokenizer, e.prompt, i, c, model.config.block_size)
                         for e, i, c in zip(examples, ids, written)]
-            ids = answer(model, tokenizer, contexts)
+            ids, generated = answer(model, tokenizer, contexts)
             calls += 1 + (source == "learned")
-            tokens += (critique_tokens + sum(len(i) + 1 for i in ids)) / len(examples)
+            tokens += (critique_tokens + sum(generated)) / len(examples)
             rows[f"{prefix}_{source}_{r}"] = {"scores": score(task, tokenizer, examples, ids), "calls": calls,
                                               "tokens": tokens}
     return rows
@@ -139,14 +141,14 @@ def main(argv=None):
     """python -m experiments.revise --out DIR: the prompt-only baseline on a finished run."""
     parser = argparse.ArgumentParser(prog="python -m experiments.revise", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="runs/code", help="a finished run's folder (default: runs/code)")
-    parser.add_argument("--seeds", type=int, default=1, help="revising stages, seeds --seed, --seed+1, ...; "
-                        "seed j reads reward-model seed j mod R and pairs with PPO seed j (default 1)")
+    parser.add_argument("--seeds", type=int, help="revising stages, seeds --seed, --seed+1, ...; seed j reads "
+                        "reward-model seed j's Text2Grad model and pairs with PPO seed j (default: the run's PPO seeds)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of critique and revision (default 2)")
     parser.add_argument("--steps", type=int, nargs="+", default=list(STEPS),
                         help=f"the revising stage's steps to choose from on validation (default {STEPS})")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if args.seeds < 1 or args.rounds < 1 or min(args.steps) < 1:
+    if (args.seeds is not None and args.seeds < 1) or args.rounds < 1 or min(args.steps) < 1:
         parser.error("--seeds, --rounds and --steps must be at least 1")
     run = read_run(args.out, pick_device(args.device))
     device, tokenizer, task, preset = next(run.policy.parameters()).device, run.tokenizer, run.task, run.preset
@@ -154,8 +156,9 @@ def main(argv=None):
         fail(f"{args.out} has no results.json: finish the run first (python -m experiments.protocol --resume)")
     results = checked(read_json, os.path.join(args.out, "results.json"))
     t2g = results["methods"]["text2grad"]
-    if len(t2g["scores"]) < args.seeds:
-        fail(f"--seeds {args.seeds}: the run has {len(t2g['scores'])} PPO seeds to pair with")
+    seeds = len(t2g["scores"]) if args.seeds is None else args.seeds
+    if len(t2g["scores"]) < seeds:
+        fail(f"--seeds {seeds}: the run has {len(t2g['scores'])} PPO seeds to pair with")
     records = checked(read_annotations, args.out, check=None, splits=("train",))["train"]
     turns = revision_turns(task, tokenizer, records, experiment_splits(task, preset, run.seed)[1])
     if not turns:
@@ -167,59 +170,65 @@ def main(argv=None):
         return model
 
     # the revising stage's steps, chosen on validation after one round with the critic (the first seed)
-    validation, chosen = run.splits["validation"], {}
+    validation, chosen, best = run.splits["validation"], {}, None
     for steps in args.steps:
         model = reviser(steps, run.seed)
-        first = answer(model, tokenizer, [tokenizer.prompt(e.prompt) for e in validation])
-        rows = revise_rows(task, model, tokenizer, validation, first, 1, run.reward_models["cot"], sources=("critic",))
+        first, _ = answer(model, tokenizer, [tokenizer.prompt(e.prompt) for e in validation])
+        rows = checked(revise_rows, task, model, tokenizer, validation, first, 1, None, sources=("critic",))
         chosen[steps] = sum(rows["revise_critic_1"]["scores"]) / len(validation)
+        best = model if best is None or chosen[steps] > max(v for k, v in chosen.items() if k != steps) else best
         print(f"[{task.NAME}] revising stage, {steps} steps: validation {task.PRIMARY} after one round with "
               f"the critic's critique {chosen[steps]:.3f}")
-    steps = max(chosen, key=chosen.get)
+    steps = max(chosen, key=chosen.get)  # the first of equals, as best
 
     test, out = run.splits["test"], {"steps": steps, "validation": chosen, "seeds": []}
-    for j in range(args.seeds):
-        model, reward_seed = reviser(steps, run.seed + j), t2g["reward_seeds"][j]
+    for j in range(seeds):
+        model, reward_seed = (best if j == 0 else reviser(steps, run.seed + j)), t2g["reward_seeds"][j]
         reward_model = load_checkpoint(os.path.join(args.out, "reward_cot.pt" if reward_seed == run.seed else
                                                     f"reward_cot_seed{reward_seed}.pt"), device, tokenizer)[0]
-        first = answer(model, tokenizer, [tokenizer.prompt(e.prompt) for e in test])
-        rows = {"revise_first": with_cost(score(task, tokenizer, test, first), first, {})}
-        rows.update({name: with_cost(row["scores"], first, row) for name, row in
-                     revise_rows(task, model, tokenizer, test, first, args.rounds, reward_model).items()})
+        first, generated = answer(model, tokenizer, [tokenizer.prompt(e.prompt) for e in test])
+        rows = {"revise_first": with_cost(score(task, tokenizer, test, first), generated, {})}
+        rows.update({name: with_cost(row["scores"], generated, row) for name, row in
+                     checked(revise_rows, task, model, tokenizer, test, first, args.rounds, reward_model).items()})
         if j == 0:  # Text2Grad's answers (its first PPO seed, whose policy the run keeps), revised once
             kept = load_checkpoint(os.path.join(args.out, "ppo_text2grad.pt"), device, tokenizer)[0]
-            once = answer(kept, tokenizer, [tokenizer.prompt(e.prompt) for e in test])
-            rows["text2grad_first_seed"] = with_cost(score(task, tokenizer, test, once), once, {})
-            rows.update({name: with_cost(row["scores"], once, row) for name, row in
-                         revise_rows(task, model, tokenizer, test, once, 1, reward_model, "text2grad_revised").items()})
+            once, generated = answer(kept, tokenizer, [tokenizer.prompt(e.prompt) for e in test])
+            rows["text2grad_first_seed"] = with_cost(score(task, tokenizer, test, once), generated, {})
+            rows.update({name: with_cost(row["scores"], generated, row) for name, row in checked(
+                revise_rows, task, model, tokenizer, test, once, 1, reward_model, "text2grad_revised").items()})
         out["seeds"].append({"seed": run.seed + j, "reward_seed": reward_seed, "rows": rows})
-    out["text2grad"], out["sft"] = t2g["scores"][:args.seeds], results["sft"]["test"][task.PRIMARY]
+    out["sft"], out["text2grad"] = results["sft"]["test"][task.PRIMARY], {
+        "scores": t2g["scores"][:seeds], "reward_seeds": t2g["reward_seeds"][:seeds],
+        "tokens": sum(t["length"] + 1 for t in t2g["tests"][:seeds]) / seeds}  # test, one pass, its EOS counted
     atomic_save(json.dumps(out, indent=2), os.path.join(args.out, "revise.json"))
     print_table(task, out)
     print(f"-> {os.path.join(args.out, 'revise.json')}")
 
 
-def with_cost(scores, first, row):
+def with_cost(scores, generated, row):
     """A row's mean score and its cost per answer: the first answer's call and tokens, and the rounds'."""
-    tokens = sum(len(i) + 1 for i in first) / len(first)  # the EOS counts
-    return {"score": sum(scores) / len(scores), "calls": 1 + row.get("calls", 0), "tokens": tokens + row.get("tokens", 0)}
+    return {"score": sum(scores) / len(scores), "calls": 1 + row.get("calls", 0),
+            "tokens": sum(generated) / len(generated) + row.get("tokens", 0)}
 
 
 def print_table(task, out):
-    """Each row's test score (mean over the revising seeds, 95% interval), its cost per answer, and its
-    difference from Text2Grad's one pass paired by seed (revising seed j against PPO seed j)."""
-    seeds = out["seeds"]
+    """Each row's test score (mean over the revising seeds, 95% interval), its cost per answer (means
+    over the seeds), and its difference from Text2Grad's one pass paired by seed (revising seed j
+    against PPO seed j; the seeds that read one reward model averaged first, as summary.py does)."""
+    seeds, t2g = out["seeds"], out["text2grad"]
+    interval = lambda values: "{:6.3f} ± {:.3f}".format(*stats.mean_ci95(values)) if len(values) > 1 else \
+        f"{values[0]:6.3f}  (1 seed)"
     print(f"\n{task.NAME}: test {task.PRIMARY}, revising stage of {out['steps']} steps, {len(seeds)} seed(s); "
           f"SFT {out['sft']:.3f}")
-    print(f"{'row':34s} {'score':>15s} {'calls':>5s} {'tokens':>6s}  {'minus text2grad (paired)':>24s}")
-    mean, half = stats.mean_ci95(out["text2grad"])
-    print(f"{'text2grad (one pass, no critique)':34s} {mean:6.3f} ± {half:6.3f} {1:5d} {'-':>6s}")
-    for name, row in seeds[0]["rows"].items():
-        values = [s["rows"][name]["score"] for s in seeds if name in s["rows"]]
-        mean, half = stats.mean_ci95(values)
-        paired = stats.paired_difference(values, out["text2grad"][:len(values)]) if len(values) > 1 else None
-        print(f"{name:34s} {mean:6.3f} ± {half:6.3f} {row['calls']:5d} {row['tokens']:6.1f}  "
-              + (f"{paired['mean']:+.3f} ± {paired['ci95']:.3f} ({paired['verdict']})" if paired else "one seed"))
+    print(f"{'row':34s} {'score':>16s} {'calls':>5s} {'tokens':>6s}  {'minus text2grad (paired)':>24s}")
+    print(f"{'text2grad (one pass, no critique)':34s} {interval(t2g['scores']):>16s} {1:5d} {t2g['tokens']:6.1f}")
+    for name in seeds[0]["rows"]:
+        runs = [s for s in seeds if name in s["rows"]]
+        values = [s["rows"][name]["score"] for s in runs]
+        calls, tokens = (sum(s["rows"][name][k] for s in runs) / len(runs) for k in ("calls", "tokens"))
+        d = stats.paired_difference(values, t2g["scores"][:len(values)], [s["reward_seed"] for s in runs])
+        print(f"{name:34s} {interval(values):>16s} {calls:5.0f} {tokens:6.1f}  "
+              + (f"{d['mean']:+.3f} ± {d['ci95']:.3f} ({d['verdict']})" if d["units"] > 1 else f"{d['mean']:+.3f}, n/a"))
 
 
 if __name__ == "__main__":

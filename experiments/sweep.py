@@ -400,8 +400,11 @@ def main(argv):
                         "response sums the span rewards before normalising (the collapse; results_grpo_sum.json)")
     add_run_flags(parser)
     args = parser.parse_args(argv)
-    if (args.per == "response" and args.advantage != "grpo") or (args.ablation and args.advantage == "grpo"):
-        fail("--per response needs --advantage grpo, and --ablation is PPO's")
+    if args.per == "response" and args.advantage != "grpo":
+        fail("--per response is GRPO's: add --advantage grpo")
+    if args.advantage == "grpo" and (args.ablation or not args.resume):
+        fail("--advantage grpo runs beside a finished sweep, on its SFT policy and reward models: add --resume "
+             "and its --out (and no --ablation)")
     if any(k not in facts.KS for k in args.ks):
         fail(f"--ks: each K must be one of {list(facts.KS)} (the training split mixes those)")
     args.reward_seeds = min(3, args.seeds) if args.reward_seeds is None else args.reward_seeds

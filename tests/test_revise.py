@@ -71,7 +71,9 @@ def test_a_revised_answer_is_scored_as_any_other(tokenizer):
     tok = Tokenizer.train(training_texts(task, examples), 400)
     torch.manual_seed(0)
     policy = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=256, n_layer=1, n_head=2, n_embd=32)).eval()
-    ids = revise.answer(policy, tok, [tok.prompt(e.prompt) for e in examples])
+    ids, generated = revise.answer(policy, tok, [tok.prompt(e.prompt) for e in examples])
     summary, _, expected_ids = evaluate(task, policy, tok, examples)
     assert ids == expected_ids
+    # the tokens generated: the answer and its EOS, or MAX_NEW_TOKENS when it was cut without one
+    assert generated == [len(i) + 1 if len(i) < MAX_NEW_TOKENS else MAX_NEW_TOKENS for i in ids]
     assert sum(revise.score(task, tok, examples, ids)) / len(examples) == pytest.approx(summary[task.PRIMARY])
