@@ -8,7 +8,8 @@ as on this task (guards.PRAISE), and PPO's reward is r_t = score_t - beta KL_t o
 (Text2Grad) or the scores summed onto the last token (scalar PPO). GAE turns rewards into the
 advantages A_t = sum_l (gamma lambda)^l (r_{t+l} + gamma V_{t+l+1} - V_{t+l}) that multiply
 grad log pi(y_t): where each method's gradient lands. At the first update KL_t = 0, and V is taken as
-0 here, so with lambda 0 A_t is r_t and with 0.95 every later reward counts. The functions are PPO's.
+0 here, so with lambda 0 A_t is r_t and with 0.95 every later reward counts. GRPO, beside them, reads
+a group of answers instead of V (here the reference). The functions are ppo.py's.
 """
 import argparse
 
@@ -26,7 +27,8 @@ LAMBDAS = (0.0, 0.95)  # the ends of the experiment's grid; 0.95 is the paper's
 def walk_through(task, example, tokenizer, lambdas=LAMBDAS, praise=None):
     """(critique, rows): the critic's annotation of example.demonstration, and per response token
     (the EOS last, with delta 0) its text, delta_t, then for each method ("text2grad", "ppo_scalar")
-    r_t and A_t at each GAE lambda: row["r_text2grad"], row["A_text2grad_0.95"], ...
+    r_t and A_t at each GAE lambda: row["r_text2grad"], row["A_text2grad_0.95"], ..., and GRPO's A_t
+    in a group of the demonstration and the reference: row["G_text2grad"] (per token), row["G_ppo_scalar"].
     praise "token" or "phrase" (guards.Guards.praise); None: the task's, guards.PRAISE[task.NAME]."""
     response = example.demonstration
     ids = tokenizer.encode(response)
@@ -38,7 +40,13 @@ def walk_through(task, example, tokenizer, lambdas=LAMBDAS, praise=None):
     zeros = torch.zeros(1, len(ids) + 1)  # log pi = log pi_ref at the first update: KL_t = 0
     dense = guards.shaped_scores([delta], [ids], mask, ended, shaping)
     placed = {"text2grad": dense, "ppo_scalar": ppo.final_scores(dense.sum(1), mask)}
-    columns = {}
+    # GRPO: a group of two answers to the prompt, the demonstration (row 0) and the reference (row 1)
+    ref = tokenizer.encode(example.reference)
+    ref_delta, _ = align(example.reference, tokenizer.offsets(ref), task.critique(example, example.reference))
+    pair = torch.tensor([[1.0] * n + [0.0] * (max(len(ids), len(ref)) + 1 - n) for n in (len(ids) + 1, len(ref) + 1)])
+    group = guards.shaped_scores([delta, ref_delta], [ids, ref], pair, torch.tensor([True, True]), shaping)
+    columns = {"G_text2grad": ppo.group_advantages(group, pair, 2, "token")[0].tolist(),
+               "G_ppo_scalar": ppo.group_advantages(group, pair, 2, "response")[0].tolist()}
     for name, scores in placed.items():
         rewards = ppo.token_rewards(scores, zeros, zeros, mask, ended, config.beta, config)
         columns[f"r_{name}"] = rewards[0].tolist()
@@ -68,14 +76,18 @@ def main(argv=None):
     paid = {"token": "a praised token scores +1", "phrase": "a praised span of n tokens scores 1/n on each"}
     print(f"r_t = score_t - beta KL_t (KL_t = 0 at the first update; {paid[guards.PRAISE[task.NAME]]}, weighted by\n"
           "sigmoid((40 - t) / 4), which fades from ~1 to 0 around token 40); A_t by GAE with gamma 1 and V = 0")
-    print(f"{'':>16} {'':>5} | {'Text2Grad':^26} | {'scalar PPO':^26}")
-    print(f"{'token':>16} {'delta':>5} | {'r_t':>6} {'A_t, l=0':>9} {'l=0.95':>9} | {'r_t':>6} {'A_t, l=0':>9} {'l=0.95':>9}")
+    print(f"{'':>16} {'':>5} | {'Text2Grad':^26} | {'scalar PPO':^26} | {'GRPO A_t':^15}")
+    print(f"{'token':>16} {'delta':>5} | {'r_t':>6} {'A_t, l=0':>9} {'l=0.95':>9} | {'r_t':>6} {'A_t, l=0':>9} "
+          f"{'l=0.95':>9} | {'span':>6} {'scalar':>8}")
     for row in rows:
         print(f"{row['token']!r:>16} {row['delta']:>5} | " + " | ".join(
             f"{row['r_' + name]:>6.2f} {row[f'A_{name}_0.0']:>9.2f} {row[f'A_{name}_0.95']:>9.2f}"
-            for name in ("text2grad", "ppo_scalar")))
+            for name in ("text2grad", "ppo_scalar")) + f" | {row['G_text2grad']:>6.2f} {row['G_ppo_scalar']:>8.2f}")
     print("\nWith lambda 0 each Text2Grad token is pushed as the critique says, and scalar PPO pushes the last\n"
-          "token only; with lambda 0.95 scalar PPO spreads its one number over every token, praised ones included.")
+          "token only; with lambda 0.95 scalar PPO spreads its one number over every token, praised ones included.\n"
+          "GRPO (no value head) compares this response with the reference, both scored by the critic: span rewards\n"
+          "normalised over the pair's tokens and summed from t on, or the sums normalised: one number everywhere,\n"
+          "+1 or -1 in a group of two (whichever of the two scored higher), 0 if they tie.")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ the critic's score fell (RESULTS.md). The guards turn a delta per token into PPO
                   "token", the paper's, +1 per praised token (each task's choice: PRAISE)
   cut_praise      a response cut at the length limit keeps its blame and no praise
   praise_fade_at  praise fades past that response position (dense_scores, length_weight)
-The fourth defence is more training, not shaping: reward.Refresh. ppo.py takes the scores it is given.
+A fourth defence, in the lab, is more training, not shaping: the reward model refreshed on the
+policy's own samples as PPO runs (experiments/refresh.py). ppo.py takes the scores it is given.
 """
 from dataclasses import dataclass
 

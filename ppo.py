@@ -8,6 +8,8 @@ One PPO iteration on a batch of prompts:
                guards against a gamed reward (guards.py) bound what praise can earn;
   3. GAE       A_t = sum_l (gamma*lambda)^l (r_{t+l} + gamma V(t+l+1) - V(t+l)), returns = A + V;
   4. update    a few epochs of minibatches of the clipped surrogate plus the value loss.
+GRPO (advantage "grpo") changes step 3 only: no value head; `group` responses per prompt, each
+reward normalised within its group, A_t the sum of the normalised rewards from t on (group_advantages).
 The "natural-language gradient" is nothing more than step 2: the critique decides *where* the
 reward lands, and the policy gradient sum_t A_t grad log pi(y_t | x, y_<t) carries it from there.
 
@@ -59,6 +61,10 @@ class PPOConfig:
     missing_eos_penalty: float = 1.0  # subtracted from the last token's reward when no EOS was sampled
     max_ratio: float = 10.0       # skip a minibatch whose mean ratio passes this (the authors use 10)
     compile: bool = False         # torch.compile the hot loss path (--compile)
+    advantage: str = "gae"        # "gae": PPO's, with the value head; "grpo": normalised in groups (group_advantages)
+    group: int = 8                # grpo: responses sampled per prompt (batch_size / group prompts per rollout)
+    per: str = "token"            # grpo: normalise each token's reward over the group ("token") or each
+                                  # response's sum ("response": a last-token reward's only way; on span rewards, verl's)
 
 
 # Masked statistics: masks are float (B, N) tensors, 1 for real response tokens
@@ -120,6 +126,34 @@ def compute_advantages(rewards, values, mask, gamma=1.0, lam=0.95):
         advantages[:, t] = running
     advantages = advantages * mask
     return advantages, (advantages + values) * mask
+
+
+def group_advantages(scores, mask, group, per="token"):
+    """GRPO's advantages, no value head (after DeepSeekMath, section 4.1.3). The batch's rows come in
+    groups of `group` responses to one prompt; each reward is compared with its own group's only:
+      per "token"     process supervision with every response token a step (the paper's steps are
+                      the reasoning steps that carry a reward): r~_t = (r_t - mean) / std over the
+                      group's tokens, A_t = sum_{l >= t} r~_l. The mean taken off every token adds
+                      (n - t) * (-mean / std) to A_t (t from 0, n tokens with the EOS): a length term
+      per "response"  outcome supervision: R_i = sum_t score_t normalised over the group, A_t = R~_i on
+                      every token of response i. A last-token reward's only way; on span rewards it
+                      is the collapse verl makes: where the critique put them is lost
+    scores, mask (B, N) -> advantages (B, N), zero outside the mask. std is the population std (TRL
+    and verl use the sample std: sqrt(G / (G - 1)) smaller advantages). A group whose rewards are
+    equal, up to float rounding, has advantage 0, not NaN and not rounding error divided by ~0."""
+    def normalised(x, weight):  # (x - mean) / std over weight == 1 along dim 1; 0 where std is ~0
+        count = weight.sum(1, keepdim=True).clamp(min=1)
+        mean = (x * weight).sum(1, keepdim=True) / count
+        std = (((x - mean) ** 2 * weight).sum(1, keepdim=True) / count).sqrt()
+        return torch.where(std > 1e-5 * (1 + mean.abs()), (x - mean) / std, torch.zeros_like(x)) * weight
+    B, N = scores.shape
+    if per == "response":
+        R = (scores * mask).sum(1).view(-1, group)                                # (B/G, G)
+        return normalised(R, torch.ones_like(R)).reshape(B, 1) * mask
+    if per != "token":
+        raise ValueError(f"unknown per {per!r}; use 'token' or 'response'")
+    r = normalised(scores.reshape(-1, group * N), mask.reshape(-1, group * N))   # (B/G, G*N)
+    return r.view(B, N).flip(1).cumsum(1).flip(1) * mask                          # sum from t to the end
 
 
 def reward_to_go(rewards, mask, gamma=1.0):
@@ -216,31 +250,30 @@ def rollout(model, reference, prompts, eos_id, pad_id, config, generator=None):
 
 def ppo_iteration(model, optimizer, batch, scores, config, generator=None):
     """Rewards, advantages and config.epochs epochs of minibatch updates on one scored batch.
-    scores (B, N) from guards.shaped_scores or final_scores. Returns a dict of logged means:
-      reward          sum_t r_t per response (scores, KL and EOS penalties)
-      score           sum_t score_t per response (what the reward said)
-      kl_ref          sum_t KL_t per response
-      policy_loss, value_loss, entropy, approx_kl (E[(rho - 1) - log rho], measured before each step,
-      so it shows how far the earlier steps had moved the policy), clip_fraction,
-      value_clip_fraction, ratio: means over the minibatch steps
-      explained_variance  1 - Var(R - V) / Var(R) of the rollout's values against the GAE(lambda)
-                      returns R (1 is a perfect value function); explained_variance_mc the same
-                      against the reward-to-go, comparable across lambdas
-      skipped         minibatches skipped because their mean ratio exploded
-      length, eos_rate    mean response length (tokens, EOS included) and share ending in an EOS."""
+    scores (B, N) from guards.shaped_scores or final_scores. Returns the logged means: reward, score
+    and kl_ref (sums per response: r_t, score_t, KL_t); LOSS_STATS over the minibatch steps (approx_kl
+    measured before each step); explained_variance of the values against the GAE returns, and _mc
+    against the reward-to-go (comparable across lambdas); skipped minibatches (ratio past
+    max_ratio); length and eos_rate of the responses."""
     mask = batch["mask"]
     B = len(mask)
     kl_tokens = (batch["logprobs"] - batch["ref_logprobs"]) * mask
     rewards = token_rewards(scores, batch["logprobs"], batch["ref_logprobs"], mask, batch["ended"], config.beta, config)
-    advantages, returns = compute_advantages(rewards, batch["values"], mask, config.gamma, config.lam)
-    explained = explained_variance(batch["values"], returns, mask)
-    explained_mc = explained_variance(batch["values"], reward_to_go(rewards, mask, config.gamma), mask)
-    advantages = masked_whiten(advantages, mask)
+    if config.advantage == "grpo":  # the one seam: no value head; the KL stays in the reward, not normalised
+        given = token_rewards(scores, batch["logprobs"], batch["ref_logprobs"], mask, batch["ended"], 0.0, config)
+        advantages = group_advantages(given, mask, config.group, config.per) - config.beta * reward_to_go(kl_tokens, mask)
+        returns, explained, explained_mc = batch["values"], math.nan, math.nan  # V is not fitted (value_coef 0)
+    else:
+        advantages, returns = compute_advantages(rewards, batch["values"], mask, config.gamma, config.lam)
+        explained = explained_variance(batch["values"], returns, mask)
+        explained_mc = explained_variance(batch["values"], reward_to_go(rewards, mask, config.gamma), mask)
+        advantages = masked_whiten(advantages, mask)
 
     device = mask.device
     value_clip = math.inf if config.value_clip is None else config.value_clip  # clamp to +-inf: no clip
+    value_coef = 0.0 if config.advantage == "grpo" else config.value_coef
     coefficients = [torch.tensor(c, device=device) for c in
-                    (config.temperature, config.clip, value_clip, config.value_coef, config.entropy_coef)]
+                    (config.temperature, config.clip, value_clip, value_coef, config.entropy_coef)]
     loss_fn = compiled_ppo_loss if config.compile else ppo_loss
     totals, steps, skipped = torch.zeros(len(LOSS_STATS), device=device), 0, 0
     model.train()
@@ -273,6 +306,16 @@ def ppo_iteration(model, optimizer, batch, scores, config, generator=None):
     return logged
 
 
+def draw(rng, n_prompts, config):
+    """A rollout's prompt indices: config.batch_size prompts (gae), or batch_size / group prompts, each
+    `group` times side by side (grpo): the same number of sampled responses either way."""
+    if config.advantage == "gae":
+        return rng.sample(range(n_prompts), config.batch_size)
+    if config.advantage != "grpo" or config.batch_size % config.group:
+        raise ValueError(f"advantage {config.advantage!r}, group {config.group}: use 'gae', or 'grpo' with a group that divides batch_size {config.batch_size}")
+    return [i for i in rng.sample(range(n_prompts), config.batch_size // config.group) for _ in range(config.group)]
+
+
 def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, evaluate=None, eval_every=10,
           desc="ppo"):
     """config.updates PPO iterations on prompts drawn from `prompts` (token-id lists), after the value
@@ -286,14 +329,14 @@ def train(model, reference, prompts, reward_fn, eos_id, pad_id, config, seed=0, 
     optimizer = model.optimizer(config)
     point = lambda update, measured: (update, *measured) if isinstance(measured, tuple) else (update, measured)
     curve, history, warmup = ([point(0, evaluate(model.gpt))] if evaluate else []), [], {}
-    if config.value_warmup_steps:
-        indices = rng.sample(range(len(prompts)), config.batch_size)
+    if config.value_warmup_steps and config.advantage == "gae":
+        indices = draw(rng, len(prompts), config)
         batch = rollout(model, reference, [prompts[i] for i in indices], eos_id, pad_id, config, generator)
         before, after = warm_up_value(model, optimizer, batch, reward_fn(indices, batch["tokens"], batch["mask"]), config)
         warmup = {"explained_variance_before": before, "explained_variance_after": after}
     bar = tqdm(range(1, config.updates + 1), desc=desc, leave=False)
     for update in bar:
-        indices = rng.sample(range(len(prompts)), config.batch_size)
+        indices = draw(rng, len(prompts), config)
         batch = rollout(model, reference, [prompts[i] for i in indices], eos_id, pad_id, config, generator)
         scores = reward_fn(indices, batch["tokens"], batch["mask"])
         history.append(ppo_iteration(model, optimizer, batch, scores, config, cpu_generator))

@@ -28,10 +28,7 @@ last-token method is paid for the response, sum_t score_t of the same labels thr
 (scalar_targets), normalised: the same annotations squeezed into one number, so the PPO variants
 get the same information budget and differ only in where it lands.
 
-Refresh goes on training a reward model as PPO runs, on the policy's own samples annotated by the critic.
 """
-from dataclasses import dataclass
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -41,7 +38,7 @@ from align import align
 from data.annotations import annotation_fields
 from data.metrics import rouge_l
 from model import generate, left_pad
-from sft import MAX_NEW_TOKENS, fit, response_ids
+from sft import MAX_NEW_TOKENS, fit
 
 IGNORE = -100          # target value the losses skip
 MAX_CRITIQUE_TOKENS = 128   # code's critiques of three flaws run to about 110
@@ -238,54 +235,6 @@ def train_reward_model(model, tokenizer, items, steps, batch_size, lr, device, s
         return model.loss(ids, critique_targets, span_labels, score_position, scores)
 
     return fit(model, batch_loss, steps, lr, desc=desc, seed=seed)[0]
-
-
-def encode_sample(tokenizer, prompt, response_ids, annotation, block_size):
-    """encode_record's item for the token ids a policy sampled (not always the tokenizer's encoding of
-    their text), annotated by the critic: the labels land on those ids. The critique is cut to
-    MAX_CRITIQUE_TOKENS (the most predict() writes), then fitted to the block (fit_to_block)."""
-    delta, _ = align(tokenizer.decode(response_ids), tokenizer.offsets(response_ids), annotation)
-    item = {"prompt": tokenizer.encode(prompt), "response": list(response_ids),
-            "critique": tokenizer.encode(annotation["textual_feedback"])[:MAX_CRITIQUE_TOKENS],
-            "delta": [int(d) for d in delta]}
-    fit_to_block(tokenizer, item, block_size, f"a sampled response to {prompt[:40]!r}")
-    return item
-
-
-@dataclass
-class RefreshConfig:
-    every: int = 4                # every this many rollouts the model trains on fresh annotations; 0: never
-    samples: int = 32             # rollout responses the critic annotates per refresh (the annotation budget)
-    steps: int = 20               # training steps per refresh, batches half fresh, half original
-    lr: float = 5e-4              # their learning rate
-
-
-class Refresh:
-    """A learned reward model trained online on the policy's own samples (iterated RLHF): it scores out
-    of distribution what it never saw. Called like a reward f(indices, tokens, mask): it scores the
-    rollout with the model as it is; then, at every config.every-th call (the value warm-up's call
-    counts), the critic annotates the first config.samples responses and the model trains on all the
-    fresh annotations so far, mixed with `items`, its original training items. score: the method's
-    reward reading `model` (text2grad.reward_function); model changes in place: give each run a copy."""
-
-    def __init__(self, score, model, task, tokenizer, examples, items, config, seed=0):
-        self.model, self.score = model, score
-        self.task, self.tokenizer, self.examples, self.items = task, tokenizer, examples, items
-        self.config, self.seed, self.calls, self.fresh = config, seed, 0, []
-
-    def __call__(self, indices, tokens, mask):
-        scores = self.score(indices, tokens, mask)
-        self.calls += 1
-        if self.calls % self.config.every == 0:
-            n = self.config.samples
-            for i, ids in zip(indices[:n], response_ids(self.tokenizer, tokens[:n], mask[:n])):
-                annotation = self.task.critique(self.examples[i], self.tokenizer.decode(ids))
-                self.fresh.append(encode_sample(self.tokenizer, self.examples[i].prompt, ids, annotation,
-                                                self.model.gpt.config.block_size))
-            train_reward_model(self.model, self.tokenizer, self.items, self.config.steps, n, self.config.lr,
-                               next(self.model.parameters()).device, self.seed * 1000 + self.calls,
-                               desc=f"refresh {self.model.kind} reward model", fresh=self.fresh)
-        return scores
 
 
 # Evaluation

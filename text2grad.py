@@ -9,7 +9,8 @@
 The one idea is reward_function: the same critique lands either on the tokens its spans name
 (Text2Grad) or, summed, on the last token (scalar RLHF), judged by a learned reward model or by the
 critic itself; everything else is shared. Left to the lab (`python -m experiments.protocol`): seeds
-and intervals, choosing GAE lambda on validation (LAMBDAS below), the no-critique ablation, resume.
+and intervals, choosing GAE lambda on validation (LAMBDAS below), the no-critique ablation, the
+reward model refreshed on the policy's samples as PPO runs (experiments/refresh.py), resume.
 """
 import argparse
 import copy
@@ -26,7 +27,7 @@ from data import document, experiment_splits, get_task
 from data.annotations import annotate
 from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig
-from reward import Refresh, RefreshConfig, RewardModel, encode_records, evaluate_reward_model, train_reward_model
+from reward import RewardModel, encode_records, evaluate_reward_model, train_reward_model
 from sft import MAX_NEW_TOKENS, evaluate, respond, response_ids, train_sft
 
 
@@ -62,14 +63,17 @@ class Config:  # a first look's sizes, a few minutes on 2 CPU cores; the lab's e
     minibatch_size: int = 32      # sequences per gradient step
     ppo_lr: float = 5e-5          # the policy's Adam learning rate
     eval_every: int = 4           # updates between points of the validation curve
+    advantage: str = "gae"        # "gae": PPO's, with a value head; "grpo": no value head, groups (ppo.group_advantages)
+    group: int = 8                # grpo: responses per prompt (ppo_batch_size / group prompts per rollout)
+    per: str = "token"            # grpo, span methods: "token", or "response" (the sum-collapse); last token: "response"
     compile: bool = False         # torch.compile the hot loss path (loss.py)
     figure: str = "first_look.svg"  # where the validation curves are drawn (SVG); "" for none
 
 
 # Each method's GAE lambda, chosen per task on validation by the lab from {0, 0.5, 0.95} (0.95 is
-# the paper's; RESULTS.md); a method added to METHODS without one runs at 0.95.
+# the paper's; RESULTS.md); a method without one here runs at 0.95. Code: the experiment at seed 100.
 LAMBDAS = {"summarize": {"ppo_scalar": 0.95, "text2grad": 0.95, "oracle_scalar": 0.95, "oracle": 0.95},
-           "code": {"ppo_scalar": 0.95, "text2grad": 0.0, "oracle_scalar": 0.95, "oracle": 0.0},
+           "code": {"ppo_scalar": 0.95, "text2grad_last": 0.95, "text2grad": 0.5, "oracle_scalar": 0.95, "oracle": 0.5},
            "qa": {"ppo_scalar": 0.95, "text2grad": 0.95, "oracle_scalar": 0.5, "oracle": 0.95}}
 
 # The reward models: name -> (kind, cot). "cot" is Text2Grad's (critique first, then a label per
@@ -125,18 +129,6 @@ def reward_function(method, task, tokenizer, examples, reward_models, shaping=No
     return scores
 
 
-def method_reward(method, task, tokenizer, examples, reward_models, shaping, refresh, items, seed=0):
-    """(reward, the reward models it reads) for one PPO run of `method`: reward_function's, wrapped in
-    a reward.Refresh of the run's own copy of its learned reward model (refresh.every 0: none; items:
-    the reward model's training items, which the refresh keeps mixing in)."""
-    judge = METHODS[method][0]
-    if not refresh.every or judge not in reward_models:
-        return reward_function(method, task, tokenizer, examples, reward_models, shaping), reward_models
-    own = {**reward_models, judge: copy.deepcopy(reward_models[judge])}
-    score = reward_function(method, task, tokenizer, examples, own, shaping)
-    return Refresh(score, own[judge], task, tokenizer, examples, items, refresh, seed), own
-
-
 def run(config):
     """The method on one task, stage by stage; prints what each stage made and, last, the table."""
     task, device, start = get_task(config.task), config.device, time.time()
@@ -189,17 +181,17 @@ def run(config):
         lam = LAMBDAS[task.NAME].get(method, 0.95)
         ppo_config = ppo.PPOConfig(updates=config.updates, batch_size=config.ppo_batch_size,
                                    minibatch_size=config.minibatch_size, lr=config.ppo_lr, lam=lam,
-                                   max_new_tokens=MAX_NEW_TOKENS, compile=config.compile)
-        reward, _ = method_reward(method, task, tokenizer, splits["train"], reward_models, shaping,
-                                  RefreshConfig(), items["train"], config.seed)
+                                   max_new_tokens=MAX_NEW_TOKENS, compile=config.compile, advantage=config.advantage,
+                                   group=config.group, per=config.per if METHODS[method][1] == "every" else "response")
+        reward = reward_function(method, task, tokenizer, splits["train"], reward_models, shaping)
         trained = ppo.PolicyWithValue(copy.deepcopy(policy), ppo_config.detach_value)
         curve, _, _ = ppo.train(trained, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, ppo_config,
                                 seed=config.seed, evaluate=validate, eval_every=config.eval_every, desc=f"ppo {method}")
         test, _, _ = evaluate(task, trained.gpt, tokenizer, splits["test"])
-        table[method] = (lam, [score for _, score in curve], test[task.PRIMARY])
+        table[method] = (lam if config.advantage == "gae" else "-", [score for _, score in curve], test[task.PRIMARY])
         say(f"PPO {method}: test {task.PRIMARY} {test[task.PRIMARY]:.3f}")
 
-    print(f"\n{task.NAME}, seed {config.seed}: validation {task.PRIMARY} by update (every {config.eval_every}), then "
+    print(f"\n{task.NAME}, seed {config.seed}, {config.advantage.upper()}: validation {task.PRIMARY} by update (every {config.eval_every}), then "
           f"test. One seed: how much a difference means is for the lab's intervals (experiments/protocol.py)")
     print(f"{'method':19s} {'judge':7s} {'lands on':11s} {'lambda':>6s}  {'validation curve':32s} {'test':>6s}")
     for method, (lam, curve, test) in table.items():
@@ -242,6 +234,9 @@ def main(argv=None):
     config = Config(**vars(parser.parse_args(argv)))
     if config.task not in guards.PRAISE:
         parser.error(f"--task must be one of {', '.join(guards.PRAISE)}")
+    if config.advantage not in ("gae", "grpo") or config.per not in ("token", "response") or (
+            config.advantage == "grpo" and (config.group < 2 or config.ppo_batch_size % config.group)):
+        parser.error("--advantage gae or grpo, --per token or response; with grpo, --group at least 2 and dividing --ppo-batch-size")
     if config.figure and not os.access(os.path.dirname(os.path.abspath(config.figure)), os.W_OK):
         parser.error(f"--figure {config.figure}: not in a folder this run can write to; name another, or '' for none")
     config.device = ("cuda" if torch.cuda.is_available() else "cpu") if config.device == "auto" else config.device

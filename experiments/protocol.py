@@ -39,8 +39,9 @@ from text2grad import CONTRASTS, REWARD_MODELS
 # look in 3 minutes on 2 CPU cores; "tiny" the test suite's end-to-end run (every stage, seconds;
 # its numbers mean nothing). The fields are text2grad.Config's, and: model, the GPT's; sft_eval_every,
 # steps between points of the SFT and pretraining learning curve; lambdas, the GAE lambda grid each
-# method chooses from on validation (ppo_stage); ppo, PPOConfig fields, with the guards'
-# (guards.Guards) and the refresh's (refresh_every, refresh_samples, ...: reward.RefreshConfig)
+# method chooses from on validation (ppo_stage), and groups, the group sizes GRPO's runs choose from
+# (--advantage grpo); ppo, PPOConfig fields, with the guards'
+# (guards.Guards) and the refresh's (refresh_every, refresh_samples, ...: experiments.refresh.RefreshConfig)
 # beside them; choose_by, test_curve and overopt_prompts, set by the K sweep (experiments/sweep.py):
 # lambda chosen by the validation curve's last quarter; the test prompts scored at every point; the
 # prompts the over-optimisation measurement samples. configs() and ppo_stage(): experiments/ppo_runs.py.
@@ -50,19 +51,19 @@ PRESETS = {
                     model=dict(n_layer=4, n_head=4, n_embd=128),
                     samples_per_prompt=2, reward_steps=400, reward_lr=2e-3,
                     ppo=dict(updates=12, batch_size=64, minibatch_size=32, lr=5e-5), eval_every=3,
-                    lambdas=(0.0, 0.5, 0.95)),
+                    lambdas=(0.0, 0.5, 0.95), groups=(4, 8, 16)),
     "small": dict(train=1500, annotated=1500, demonstrations=12800, validation=100, test=100, vocab_size=512,
                   sft_steps=400, batch_size=32, lr=3e-3, sft_eval_every=100, pretrain_steps=200,
                   model=dict(n_layer=2, n_head=4, n_embd=96),
                   samples_per_prompt=1, reward_steps=200, reward_lr=2e-3,
                   ppo=dict(updates=8, batch_size=32, minibatch_size=32, lr=3e-5), eval_every=2,
-                  lambdas=(0.0, 0.5, 0.95)),
+                  lambdas=(0.0, 0.5, 0.95), groups=(4, 8)),
     "tiny": dict(train=64, annotated=64, demonstrations=320, validation=16, test=16, vocab_size=512,
                  sft_steps=20, batch_size=16, lr=3e-3, sft_eval_every=10, pretrain_steps=10,
                  model=dict(n_layer=1, n_head=2, n_embd=32, block_size=512),
                  samples_per_prompt=1, reward_steps=5, reward_lr=2e-3,
                  ppo=dict(updates=2, batch_size=8, minibatch_size=8, lr=3e-5, refresh_every=2), eval_every=1,
-                 lambdas=(0.0, 0.95)),
+                 lambdas=(0.0, 0.95), groups=(2, 4)),
 }
 
 # Each reward model's (learning rate, steps) per preset and task, chosen on validation by
@@ -316,6 +317,16 @@ def run(args):
               + " ".join(f"{v:.3f}" for v in seeded["negative_f1"]) + f" (reward-model seeds {reward_seeds})")
 
     seeds = [args.seed + k for k in range(args.seeds)]
+    if args.advantage == "grpo":  # the optimiser study: GRPO's runs on the same SFT policy and reward models
+        grpo = {**preset, "ppo": {**preset["ppo"], "advantage": "grpo", "per": args.per}}
+        methods, history, grid = ppo_stage(task, model, tokenizer, splits, reward_models, results["sft"], grpo, seeds,
+                                           args.compile, args.out, progress, encoded["train"])
+        name = "results_grpo.json" if args.per == "token" else "results_grpo_sum.json"
+        atomic_save(json.dumps({**results, "advantage": "grpo", "per": args.per, "methods": methods,
+                                "ppo_history": history, "group_grid": grid}, indent=2), path(name))
+        print(f"[{task.NAME}] GRPO ({args.per}) -> {path(name)}; beside PPO's: python -m experiments.optimisers "
+              f"--out {args.out}")
+        return results
     results["methods"], results["ppo_history"], results["lambda_grid"] = ppo_stage(
         task, model, tokenizer, splits, reward_models, results["sft"], preset, seeds, args.compile, args.out, progress,
         encoded["train"])
@@ -370,8 +381,19 @@ def main(argv=None):
     parser.add_argument("--praise", choices=["token", "phrase"], help="how PPO pays praise: +1 on every praised "
                         "token (the paper) or +1 once per distinct praised phrase; default: the task's, chosen on "
                         "validation (PRAISE)")
+    parser.add_argument("--advantage", choices=["gae", "grpo"], default="gae", help="gae: PPO (the experiment); grpo: "
+                        "the same methods with GRPO's group-normalised advantages and no value head, each choosing its "
+                        "group size on validation, written to results_grpo.json beside a run's results.json")
+    parser.add_argument("--per", choices=["token", "response"], default="token", help="with --advantage grpo, "
+                        "how the span methods' rewards are normalised: per token (default), or summed per response "
+                        "first (the collapse; results_grpo_sum.json)")
     add_run_flags(parser)
-    args = check_run_flags(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    if args.per == "response" and args.advantage != "grpo":
+        fail("--per response is GRPO's: add --advantage grpo")
+    if args.advantage == "grpo" and not args.resume:
+        fail("--advantage grpo runs beside a PPO run, on its SFT policy and reward models: add --resume and its --out")
+    args = check_run_flags(args)
     if args.reward_seeds < 1:
         fail("--reward-seeds must be at least 1")
     tasks = ["summarize", "code", "qa"] if args.task == "all" else [args.task]

@@ -45,6 +45,7 @@ import text2grad
 from data import facts
 from data.annotations import read_annotations
 from experiments import figures, measures, ppo_runs, protocol, stats, terminal
+from experiments.refresh import method_reward
 from experiments.report import render
 from experiments.summary import summarise_methods
 from experiments.runstate import (Progress, add_run_flags, atomic_save, check_run_flags, checked, fail,
@@ -58,7 +59,7 @@ from sft import MAX_NEW_TOKENS, respond
 # first seed's validation curve (the mean over the whole curve chose runs that rose fast and then
 # collapsed). test_curve: each point also holds the test score, where the thresholds are read.
 # overopt_prompts: the validation prompts the over-optimisation measurement samples at every point.
-# The guards against a gamed reward are guards.Guards' and reward.RefreshConfig's defaults, chosen on validation by --ablation (RESULTS.md).
+# The guards against a gamed reward are guards.Guards' and experiments.refresh.RefreshConfig's defaults, chosen on validation by --ablation (RESULTS.md).
 # canon=0: the sweep keeps the plain nanoGPT block its RESULTS.md numbers were measured with (the
 # canon layers came later, for qa's look-up; the facts task's sites sit in their own sentences).
 SWEEP_PRESETS = {
@@ -66,14 +67,14 @@ SWEEP_PRESETS = {
                     lr=3e-3, model=dict(n_layer=2, n_head=4, n_embd=96, block_size=384, canon=0),
                     samples_per_prompt=2, reward_steps=1200, reward_lr=2e-3,
                     ppo=dict(batch_size=32, minibatch_size=32, lr=2e-4, beta=0.1, praise_fade_at=40),
-                    updates=36, eval_every=1, lambdas=(0.5, 0.95),
+                    updates=36, eval_every=1, lambdas=(0.5, 0.95), groups=(4, 8, 16),
                     choose_by="last_quarter", test_curve=True, overopt_prompts=64),
     # the test suite's run: every stage in seconds; its numbers mean nothing
     "tiny": dict(train=64, validation=8, test=8, vocab_size=512, sft_steps=10, batch_size=16,
                  lr=3e-3, model=dict(n_layer=1, n_head=2, n_embd=32, block_size=384),
                  samples_per_prompt=1, reward_steps=4, reward_lr=2e-3,
                  ppo=dict(batch_size=8, minibatch_size=8, lr=3e-5, praise_fade_at=40),
-                 updates=2, eval_every=1, lambdas=(0.5, 0.95), choose_by="last_quarter",
+                 updates=2, eval_every=1, lambdas=(0.5, 0.95), groups=(2, 4), choose_by="last_quarter",
                  test_curve=True, overopt_prompts=4),
 }
 REWARD_MODELS = ("cot", "scalar")  # the ones the methods read (the no-critique model is not in the sweep)
@@ -241,8 +242,8 @@ def ablation(k, model, tokenizer, splits, reward_models, items, preset, seeds, o
                 stage, start = f"{name}/{key}/{seed}", time.time()
                 if stage not in progress:
                     actor = ppo.PolicyWithValue(copy.deepcopy(model), config.detach_value)
-                    reward, run_models = text2grad.method_reward(name, facts, tokenizer, splits["train"], reward_models,
-                                                           shaping, refresh, items, seed)
+                    reward, run_models = method_reward(name, facts, tokenizer, splits["train"], reward_models,
+                                                 shaping, refresh, items, seed)
                     watch = measures.overoptimisation(name, facts, tokenizer, validation[:preset["overopt_prompts"]],
                                                  run_models, model, config, seed=1)
                     curve, _, _ = ppo.train(
@@ -272,6 +273,9 @@ def print_ablation(tables):
 
 def run(args):
     preset = SWEEP_PRESETS[args.preset]
+    if args.advantage == "grpo":  # GRPO's runs beside PPO's: the same shared stages, each K's runs its own
+        preset = {**preset, "ppo": {**preset["ppo"], "advantage": "grpo", "per": args.per}}
+    variant = "" if args.advantage == "gae" else ("_grpo" if args.per == "token" else "_grpo_sum")
     device = pick_device(args.device)
     compile = args.compile
     os.makedirs(args.out, exist_ok=True)
@@ -359,11 +363,13 @@ def run(args):
                              for k in args.ks if k != 1}
     results["wall_time_s"] = sum(progress.time(s) for s in progress.done) + sum(
         r["time_s"] for r in results["per_k"].values())
-    atomic_save(json.dumps(results, indent=2), path("results.json"))
-    atomic_save(render([results]), path("report.html"))
-    atomic_save(figures.thresholds_svg(results["per_k"], "0.9"), path("updates_to_90.svg"))  # the README's figure
+    results["advantage"], results["per"] = args.advantage, args.per
+    atomic_save(json.dumps(results, indent=2), path(f"results{variant}.json"))
+    atomic_save(render([results]), path(f"report{variant}.html"))
+    if not variant:
+        atomic_save(figures.thresholds_svg(results["per_k"], "0.9"), path("updates_to_90.svg"))  # the README's figure
     terminal.print_sweep(results)
-    print(f"[sweep] total {results['wall_time_s']:.0f}s -> {path('results.json')}, {path('report.html')}")
+    print(f"[sweep] total {results['wall_time_s']:.0f}s -> {path(f'results{variant}.json')}, {path(f'report{variant}.html')}")
     return results
 
 
@@ -387,8 +393,18 @@ def main(argv):
     parser.add_argument("--ablation", action="store_true", help="instead of the sweep, the defences against a "
                         "gamed reward (DEFENCES), each alone and together, for scalar PPO and Text2Grad on validation; "
                         "writes ablation.json")
+    parser.add_argument("--advantage", choices=["gae", "grpo"], default="gae", help="grpo: the same methods with "
+                        "GRPO's advantages (no value head), each choosing its group size on validation; on a sweep's "
+                        "--out with --resume, beside its PPO runs (results_grpo.json)")
+    parser.add_argument("--per", choices=["token", "response"], default="token", help="with --advantage grpo: "
+                        "response sums the span rewards before normalising (the collapse; results_grpo_sum.json)")
     add_run_flags(parser)
     args = parser.parse_args(argv)
+    if args.per == "response" and args.advantage != "grpo":
+        fail("--per response is GRPO's: add --advantage grpo")
+    if args.advantage == "grpo" and (args.ablation or not args.resume):
+        fail("--advantage grpo runs beside a finished sweep, on its SFT policy and reward models: add --resume "
+             "and its --out (and no --ablation)")
     if any(k not in facts.KS for k in args.ks):
         fail(f"--ks: each K must be one of {list(facts.KS)} (the training split mixes those)")
     args.reward_seeds = min(3, args.seeds) if args.reward_seeds is None else args.reward_seeds

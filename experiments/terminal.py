@@ -109,7 +109,8 @@ def print_sweep(results):
             cells = "  ".join(("   - " if s["mean_curve"] is None else f"{s['mean_curve']:4d} ") + "KM " +
                               ("  -" if s["km_median"] is None else f"{s['km_median']:3d}") + f" ({s['censored']} censored)"
                               for s in steps.values())
-            print(f"    {name:15s} lambda {m['lambda']:<4}  test {m['score']:.3f} ± {m['ci95']:.3f}  updates {cells}  "
+            knob = f"lambda {m['lambda']:<4}" if m["lambda"] is not None else f"group {m['group']:<5}"
+            print(f"    {name:15s} {knob}  test {m['score']:.3f} ± {m['ci95']:.3f}  updates {cells}  "
                   f"length {m['test_length']:4.1f}, blamed {m['test_blamed_share']:.3f}; gold {m['final_gold']:+6.2f} "
                   f"proxy {m['final_proxy']:+6.2f} KL {m['final_kl']:5.1f}")
         for q, pairs in r["ratios"].items():

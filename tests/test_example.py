@@ -1,4 +1,5 @@
 """example.py's walk-through against a loop written out here: r_t, and A_t at both lambdas."""
+import dataclasses
 import math
 
 import pytest
@@ -43,6 +44,18 @@ def test_walk_through_matches_a_loop(task_name, praise):
             assert row[f"A_{name}_0.0"] == pytest.approx(rewards[t], abs=1e-5)  # lambda 0, V = 0: A_t = r_t
             to_go = sum(0.95 ** (k - t) * rewards[k] for k in range(t, len(rows)))
             assert row[f"A_{name}_0.95"] == pytest.approx(to_go, abs=1e-4)
+    # GRPO in a group of the demonstration and the reference: the reference's rewards are its own walk-through's
+    _, ref_rows = example.walk_through(task, dataclasses.replace(flawed, demonstration=flawed.reference), tokenizer,
+                                       praise=praise)
+    r_ref = [row["r_text2grad"] for row in ref_rows]
+    tokens = r + r_ref
+    mean = sum(tokens) / len(tokens)
+    std = math.sqrt(sum((x - mean) ** 2 for x in tokens) / len(tokens))
+    sums = (sum(r), sum(r_ref))
+    half = abs(sums[0] - sums[1]) / 2  # two sums: mean halfway, population std half the gap
+    for t, row in enumerate(rows):
+        assert row["G_text2grad"] == pytest.approx(sum((x - mean) / (std + 1e-6) for x in r[t:]), abs=1e-4)
+        assert row["G_ppo_scalar"] == pytest.approx((sums[0] - sum(sums) / 2) / (half + 1e-6), abs=1e-4)
 
 
 def test_walk_through_pays_praise_as_the_tasks_run_does():

@@ -217,6 +217,14 @@ def test_the_sweep_end_to_end(tmp_path):
     again = json.loads((out / "results.json").read_text())
     assert len(again["per_k"]["2"]["methods"]["text2grad"]["scores"]) == 3
     assert again["per_k"]["2"]["methods"]["text2grad"]["scores"][:2] == results["per_k"]["2"]["methods"]["text2grad"]["scores"]
+    # GRPO's runs on the same folder: each method chooses its group size; PPO's results stay as they were
+    sweep.main(["--preset", "tiny", "--device", "cpu", "--ks", "1", "--seeds", "2", "--out", str(out), "--resume",
+                "--advantage", "grpo"])
+    grpo = json.loads((out / "results_grpo.json").read_text())
+    assert json.loads((out / "results.json").read_text()) == again and grpo["advantage"] == "grpo"
+    for name in text2grad.METHODS:
+        m = grpo["per_k"]["1"]["methods"][name]
+        assert m["lambda"] is None and m["group"] in sweep.SWEEP_PRESETS["tiny"]["groups"] and len(m["scores"]) == 2
 
 
 def test_the_defence_ablation_runs_each_guard_where_it_applies(tmp_path):

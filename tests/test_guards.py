@@ -1,5 +1,5 @@
 """The guards against a gamed reward (guards.shaped_scores, the sweep's defaults) and the over-optimisation
-measurement (experiments.measures.overoptimisation), and the reward model's refresh (reward.Refresh),
+measurement (experiments.measures.overoptimisation), and the reward model's refresh (experiments.refresh.Refresh),
 against hand-worked numbers."""
 import pytest
 import torch
@@ -14,7 +14,8 @@ from experiments.ppo_runs import configs
 from experiments.protocol import PRESETS
 from experiments.sweep import SWEEP_PRESETS
 from model import GPT, GPTConfig, generate
-from reward import MAX_CRITIQUE_TOKENS, RefreshConfig, RewardModel, encode_sample, layout
+from experiments.refresh import RefreshConfig, encode_sample, method_reward
+from reward import MAX_CRITIQUE_TOKENS, RewardModel, layout
 from sft import MAX_NEW_TOKENS
 
 DEFAULTS = configs(SWEEP_PRESETS["default"]["ppo"])  # (PPOConfig, Guards, RefreshConfig) of the K sweep
@@ -194,7 +195,7 @@ def test_refresh_scores_first_then_learns_the_critics_labels_of_the_policys_samp
     original = [{"prompt": tokenizer.encode(e.prompt), "response": tokenizer.encode(e.reference),
                  "critique": [], "delta": [0] * len(tokenizer.encode(e.reference))} for e in examples[:8]]
     shaping, refresh = guards.Guards(), RefreshConfig(every=2, samples=4, steps=3, lr=1e-2)
-    reward, own = text2grad.method_reward("ppo_scalar", facts, tokenizer, examples, {"scalar": scalar}, shaping, refresh,
+    reward, own = method_reward("ppo_scalar", facts, tokenizer, examples, {"scalar": scalar}, shaping, refresh,
                                           original, seed=0)
     assert own["scalar"] is not scalar  # the run's own copy; the shared model is never trained
     before = {k: v.clone() for k, v in scalar.state_dict().items()}
@@ -243,7 +244,7 @@ def test_refresh_fits_a_rambling_batch_to_the_main_presets_block(name):
     gpt = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=block, n_layer=1, n_head=2, n_embd=32))
     original = [{"prompt": tokenizer.encode(e.prompt), "response": tokenizer.encode(e.reference), "critique": [],
                  "delta": [0] * len(tokenizer.encode(e.reference))} for e in longest]
-    reward, own = text2grad.method_reward("text2grad", Wordy(task), tokenizer, longest,
+    reward, own = method_reward("text2grad", Wordy(task), tokenizer, longest,
                                           {"cot": RewardModel(gpt, "span", cot=True)}, guards.Guards(),
                                           RefreshConfig(every=1, samples=4, steps=1), original)
     responses = [tokenizer.encode(" ".join([e.demonstration] * 40))[:MAX_NEW_TOKENS] for e in longest]

@@ -6,6 +6,7 @@ a resumed run, in a new one, to float32 rounding: see close), and only the CPU r
 there). tests/test_cuda.py runs the pipeline on a GPU."""
 import copy
 import json
+import math
 import os
 import re
 import shutil
@@ -21,7 +22,8 @@ import guards
 import reward
 import text2grad
 from data.annotations import read_jsonl
-from experiments import credit_landing, critique_check, ppo_runs, protocol, report, reward_grid, value_heads
+from experiments import (credit_landing, critique_check, optimisers, ppo_runs, protocol, report, revise, reward_grid,
+                         value_heads)
 from experiments.run_folder import read_run
 from test_codegen import unmarked
 from test_report import Page
@@ -316,6 +318,55 @@ def test_reward_grid_chooses_each_model_on_validation_alone(run_all, tmp_path):
     code = subprocess.run([sys.executable, "-m", "experiments.reward_grid", "--out", str(tmp_path / "nothing")],
                           capture_output=True, text=True, cwd=ROOT)
     assert code.returncode != 0 and "Traceback" not in code.stderr and "experiments.protocol" in code.stderr
+
+
+def test_revise_runs_the_prompt_only_rows_with_their_cost(run_all, tmp_path):
+    shutil.copytree(run_all / "code", tmp_path / "code")
+    revise.main(["--out", str(tmp_path / "code"), "--device", "cpu", "--seeds", "2", "--steps", "2", "3"])
+    out = json.loads((tmp_path / "code" / "revise.json").read_text())
+    assert str(out["steps"]) == max(out["validation"], key=out["validation"].get) and set(out["validation"]) == {"2", "3"}
+    assert [s["seed"] for s in out["seeds"]] == [0, 1]
+    rows = out["seeds"][0]["rows"]
+    # model calls per answer: the answer, then per round a revision (and, learned, the reward model's critique)
+    calls = {"revise_first": 1, "revise_critic_1": 2, "revise_critic_2": 3, "revise_learned_1": 3, "revise_learned_2": 5,
+             "text2grad_first_seed": 1, "text2grad_revised_critic_1": 2, "text2grad_revised_learned_1": 3}
+    assert {name: row["calls"] for name, row in rows.items()} == calls
+    assert set(out["seeds"][1]["rows"]) == {n for n in calls if not n.startswith("text2grad")}
+    assert all(0 <= row["score"] <= 1 for row in rows.values())
+    assert rows["revise_learned_1"]["tokens"] > rows["revise_critic_1"]["tokens"] > rows["revise_first"]["tokens"]
+    code = subprocess.run([sys.executable, "-m", "experiments.revise", "--out", str(tmp_path / "nothing")],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert code.returncode != 0 and "Traceback" not in code.stderr
+
+
+def test_grpo_runs_beside_ppo_on_the_same_folder(run_all, tmp_path, capsys):
+    shutil.copytree(run_all / "code", tmp_path / "code")
+    kept = ("results.json", "samples_text2grad.jsonl", "ppo_text2grad.pt", "ppo_oracle_scalar.pt")
+    before = [(tmp_path / "code" / name).read_bytes() for name in kept]
+    flags = ["--preset", "tiny", "--device", "cpu", "--task", "code", "--seeds", "2", "--out", str(tmp_path), "--resume"]
+    protocol.main(flags + ["--advantage", "grpo"])
+    protocol.main(flags + ["--advantage", "grpo", "--per", "response"])
+    assert [(tmp_path / "code" / name).read_bytes() for name in kept] == before  # PPO's files untouched
+    done = json.loads((tmp_path / "code" / "progress.json").read_text())["done"]
+    for variant in ("grpo", "grpo_sum"):
+        results = json.loads((tmp_path / "code" / f"results_{variant}.json").read_text())
+        assert results["per"] == ("token" if variant == "grpo" else "response")
+        for name, m in results["methods"].items():
+            if name == "sft":
+                continue
+            grid = results["group_grid"][name]
+            assert [int(g) for g in grid] == list(protocol.PRESETS["tiny"]["groups"]) and m["lambda"] is None
+            assert m["group"] == int(max(grid, key=grid.get)) and len(m["scores"]) == 2
+            assert all(math.isnan(ev) for ev in m["explained_variance"])  # no value head read
+            shared = "grpo" if text2grad.METHODS[name][1] == "last" else variant  # one run, whatever per
+            assert f"{shared}/ppo/{name}/group{m['group']}/1" in done and f"{shared}/test/{name}/0" in done
+    capsys.readouterr()
+    optimisers.main(["--out", str(tmp_path / "code")])
+    printed = capsys.readouterr().out
+    assert "GRPO - PPO" in printed and "text2grad summed - text2grad_last" in printed
+    code = subprocess.run([sys.executable, "-m", "experiments.protocol", "--per", "response", "--out", str(tmp_path)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert code.returncode != 0 and "Traceback" not in code.stderr and "--advantage grpo" in code.stderr
 
 
 def test_critique_check_sorts_every_validation_record(run_all, tmp_path):
