@@ -394,7 +394,9 @@ def sweep_section(results):
     out.append(table(["K (reference length)", "budget", "SFT"] + [LABELS.get(n, escape(n)) for n in names],
                      [[f'{k} ({per_k[k]["methods"][names[0]]["test_reference_length"]:.0f})', str(per_k[k]["updates"]),
                        num(per_k[k]["sft"]["test"][metric])]
-                      + [f'{m["score"]:.3f} ± {m["ci95"]:.3f} (&lambda; {m["lambda"]}; {m["test_length"]:.0f} tokens, '
+                      + [f'{m["score"]:.3f} ± {m["ci95"]:.3f} ('
+                         + (f'&lambda; {m["lambda"]}' if m["lambda"] is not None else f'GRPO, group {m["group"]}')
+                         + f'; {m["test_length"]:.0f} tokens, '
                          f'blamed {m["test_blamed_share"]:.3f}, KL {m["final_kl"]:.1f})'
                          for m in (per_k[k]["methods"][n] for n in names)] for k in ks]))
     out.append("<h3>Over-optimisation</h3><p>On validation samples at every update (mean over seeds): the critic's "

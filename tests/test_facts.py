@@ -225,6 +225,7 @@ def test_the_sweep_end_to_end(tmp_path):
     for name in text2grad.METHODS:
         m = grpo["per_k"]["1"]["methods"][name]
         assert m["lambda"] is None and m["group"] in sweep.SWEEP_PRESETS["tiny"]["groups"] and len(m["scores"]) == 2
+    assert "GRPO, group" in (out / "report_grpo.html").read_text(encoding="utf-8")
 
 
 def test_the_defence_ablation_runs_each_guard_where_it_applies(tmp_path):
