@@ -8,8 +8,8 @@ One PPO iteration on a batch of prompts:
                guards against a gamed reward (guards.py) bound what praise can earn;
   3. GAE       A_t = sum_l (gamma*lambda)^l (r_{t+l} + gamma V(t+l+1) - V(t+l)), returns = A + V;
   4. update    a few epochs of minibatches of the clipped surrogate plus the value loss.
-GRPO (advantage "grpo") changes step 3 only: no value head; `group` responses per prompt, each
-reward normalised within its group, A_t the sum of the normalised rewards from t on (group_advantages).
+GRPO (advantage "grpo") changes step 3 only: no value head; `group` responses per prompt, each reward
+normalised within its group (no whitening after), A_t the sum of those from t on (group_advantages).
 The "natural-language gradient" is nothing more than step 2: the critique decides *where* the
 reward lands, and the policy gradient sum_t A_t grad log pi(y_t | x, y_<t) carries it from there.
 

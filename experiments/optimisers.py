@@ -15,7 +15,9 @@ the explained variance of PPO's value head (GRPO has none); then placement (ever
 token) under each optimiser. A span method normalised per response (--per response,
 results_grpo_sum.json) sums its token rewards before normalising: the same advantages as its own
 reward on the last token, so its row should match that method's (the collapse). With one
-reward-model seed the runs share one reward model and no interval can be had ("n/a").
+reward-model seed the runs share one reward model and no interval can be had ("n/a (1 unit)"). Every
+column reads the seeds both runs have. PPO whitens its advantages and GRPO does not (the group
+normalisation takes its place); both run at PPO's learning rate and clip.
 """
 import argparse
 import os
@@ -59,7 +61,7 @@ def compare(folder):
     ppo, runs = results["methods"], {per: r["methods"] for per, r in files.items()}
     grpo = runs["token"]
     f = lambda d: (f"{d['mean']:+.3f} ± {d['ci95']:.3f} ({d['verdict']})" if d["units"] > 1 else
-                   f"{d['mean']:+.3f}, n/a (1 reward seed)")
+                   f"{d['mean']:+.3f}, n/a (1 unit)")
     print(f"\n{os.path.basename(os.path.normpath(folder))}: test score, mean ± 95% interval over seeds (PPO's lambda, "
           f"GRPO's group size); GRPO - PPO paired by seed; curve height on validation; PPO's value head")
     print(f"{'method':15s} {'PPO (lambda)':>24s} {'GRPO (group)':>24s}  {'GRPO - PPO':>26s} {'height, GRPO - PPO':>26s}"
@@ -67,10 +69,10 @@ def compare(folder):
     rows = {}
     for name in METHODS:
         a, b = ppo[name], grpo[name]
-        (ma, ha), (mb, hb) = stats.mean_ci95(a["scores"]), stats.mean_ci95(b["scores"])
-        n = min(len(a["curves"]), len(b["curves"]))
+        n = min(len(a["scores"]), len(b["scores"]))  # the seeds both ran: every column reads the same ones
+        (ma, ha), (mb, hb) = stats.mean_ci95(a["scores"][:n]), stats.mean_ci95(b["scores"][:n])
         height = stats.paired_difference(heights(b)[:n], heights(a)[:n], b["reward_seeds"][:n])
-        ev = sum(a["explained_variance"]) / len(a["explained_variance"])
+        ev = sum(a["explained_variance"][:n]) / n
         rows[name] = {"ppo": ma, "grpo": mb, "grpo_minus_ppo": paired(b, a), "height": height, "ev": ev}
         print(f"{name:15s} {ma:7.3f} ± {ha:.3f} ({a['lambda']:<4}) {mb:9.3f} ± {hb:.3f} ({b['group']:<2})  "
               f"{f(rows[name]['grpo_minus_ppo']):>26s} {f(height):>26s} {ev:5.2f}")
@@ -86,7 +88,8 @@ def compare(folder):
         for every, last in PLACEMENT:
             d = paired(runs["response"][every], grpo[last])
             placement[f"GRPO summed: {every} - {last}"] = d
-            same = runs["response"][every]["curves"] == grpo[last]["curves"]
+            same = all(abs(p[1] - q[1]) < 1e-9 for c, e in zip(runs["response"][every]["curves"], grpo[last]["curves"])
+                       for p, q in zip(c, e))  # the missing-EOS penalty is subtracted in another float order
             print(f"  {every} summed - {last}".ljust(40) + f(d) + (" (the same validation curves)" if same else ""))
     return {"rows": rows, "placement": placement}
 

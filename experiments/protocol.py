@@ -370,7 +370,7 @@ def main(argv=None):
     parser.add_argument("--preset", default="default", choices=sorted(PRESETS), help="run size")
     parser.add_argument("--seeds", type=int, default=1, help="PPO runs per method at its chosen GAE lambda, seeds "
                         "--seed, --seed+1, ... (default 1, to keep the default run short; RESULTS.md's experiment uses "
-                        "5; --resume with more seeds adds runs to a finished run)")
+                        "9 over 3 reward-model seeds; --resume with more seeds adds runs to a finished run)")
     parser.add_argument("--out", default="runs", help="output directory (one sub-folder per task)")
     parser.add_argument("--annotations", metavar="DIR", help="read annotations_{train,validation,test}.jsonl "
                         "from DIR instead of sampling the SFT policy and running the critic")

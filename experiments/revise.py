@@ -16,13 +16,17 @@ run's test split (the same prompts as every other row):
   revise_critic_R        after R rounds, each with the critic's critique of the latest answer: feedback
                          an ideal annotator would give at inference, this family's upper bound
   revise_learned_R       the same with the critique Text2Grad's reward model writes (reward_cot.pt,
-                         and the run's other reward-model seeds): what a deployed system could do
+                         and the run's other reward-model seeds, as trained: PPO's runs read a copy
+                         refreshed on their own samples, which is not kept): what a deployed system could do
   text2grad              Text2Grad's policy, one pass, no critique (its test scores from results.json)
-  text2grad_revised_*    its answers (the run's first PPO seed, the one whose policy is kept) revised
-                         once by the revising policy, with either critique: is it still worth a round?
+  text2grad_first_seed   the same, the run's first PPO seed (the one whose policy is kept), answered here
+  text2grad_revised_*    those answers revised once by the revising policy, with either critique: is it
+                         still worth a round?
 Each row's cost per answer: model calls (policy passes and reward-model passes) and tokens
 generated. The revising stage's steps are chosen on validation (revise_critic_1, the first seed);
-the test split is read once, at the end. Writes DIR/revise.json; the run's own files are not changed.
+the test split is read once, at the end. Revising seed j is paired with PPO seed j and reads its
+reward-model seed: the seeds share nothing else, so the pairing removes no variance, but the runs
+that share a reward model are grouped as everywhere (experiments/summary.py). Writes DIR/revise.json; the run's own files are not changed.
 """
 import argparse
 import json
@@ -170,16 +174,16 @@ def main(argv=None):
         return model
 
     # the revising stage's steps, chosen on validation after one round with the critic (the first seed)
-    validation, chosen, best = run.splits["validation"], {}, None
-    for steps in args.steps:
-        model = reviser(steps, run.seed)
+    validation, chosen, steps, best = run.splits["validation"], {}, None, None
+    for s in dict.fromkeys(args.steps):  # each once, in the order given
+        model = reviser(s, run.seed)
         first, _ = answer(model, tokenizer, [tokenizer.prompt(e.prompt) for e in validation])
         rows = checked(revise_rows, task, model, tokenizer, validation, first, 1, None, sources=("critic",))
-        chosen[steps] = sum(rows["revise_critic_1"]["scores"]) / len(validation)
-        best = model if best is None or chosen[steps] > max(v for k, v in chosen.items() if k != steps) else best
-        print(f"[{task.NAME}] revising stage, {steps} steps: validation {task.PRIMARY} after one round with "
-              f"the critic's critique {chosen[steps]:.3f}")
-    steps = max(chosen, key=chosen.get)  # the first of equals, as best
+        chosen[s] = sum(rows["revise_critic_1"]["scores"]) / len(validation)
+        if steps is None or chosen[s] > chosen[steps]:  # the first of equals
+            steps, best = s, model
+        print(f"[{task.NAME}] revising stage, {s} steps: validation {task.PRIMARY} after one round with "
+              f"the critic's critique {chosen[s]:.3f}")
 
     test, out = run.splits["test"], {"steps": steps, "validation": chosen, "seeds": []}
     for j in range(seeds):

@@ -39,8 +39,9 @@ def paired_difference(a, b, groups=None):
     model are not independent, so the differences are averaged within each group first and the
     interval is over the group means ("units": how many); with every group a single run it is the
     plain paired interval."""
-    if len(a) != len(b):
-        raise ValueError(f"paired values need the same seeds: {len(a)} against {len(b)}")
+    if len(a) != len(b) or (groups is not None and len(groups) != len(a)):
+        raise ValueError(f"paired values need the same seeds: {len(a)} against {len(b)}"
+                         + ("" if groups is None else f", {len(groups)} groups"))
     differences = [x - y for x, y in zip(a, b)]
     units = differences
     if groups is not None:

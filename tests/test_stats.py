@@ -82,6 +82,8 @@ def test_paired_difference_averages_the_runs_of_a_reward_model_first():
     assert grouped["units"] == 2 and grouped["verdict"] == "tie" and grouped["per_seed"] == a
     # every run its own reward seed: the plain interval
     assert stats.paired_difference(a, b, groups=[0, 1, 2, 3])["ci95"] == pytest.approx(plain["ci95"])
+    with pytest.raises(ValueError, match="3 groups"):  # a group for every seed, never a silent cut
+        stats.paired_difference(a, b, groups=[0, 1, 0])
 
 
 def test_sign_test_against_the_binomial_by_hand():
