@@ -39,8 +39,9 @@ from text2grad import CONTRASTS, REWARD_MODELS
 # look in 3 minutes on 2 CPU cores; "tiny" the test suite's end-to-end run (every stage, seconds;
 # its numbers mean nothing). The fields are text2grad.Config's, and: model, the GPT's; sft_eval_every,
 # steps between points of the SFT and pretraining learning curve; lambdas, the GAE lambda grid each
-# method chooses from on validation (ppo_stage), and groups, the group sizes GRPO's runs choose from
-# (--advantage grpo); ppo, PPOConfig fields, with the guards'
+# method chooses from on validation (ppo_stage), groups, the group sizes GRPO's runs choose from
+# (--advantage grpo), and revise_steps, the revising stage's steps the prompt-only baseline chooses
+# from (--revise, experiments/revise.py); ppo, PPOConfig fields, with the guards'
 # (guards.Guards) and the refresh's (refresh_every, refresh_samples, ...: experiments.refresh.RefreshConfig)
 # beside them; choose_by, test_curve and overopt_prompts, set by the K sweep (experiments/sweep.py):
 # lambda chosen by the validation curve's last quarter; the test prompts scored at every point; the
@@ -51,19 +52,19 @@ PRESETS = {
                     model=dict(n_layer=4, n_head=4, n_embd=128),
                     samples_per_prompt=2, reward_steps=400, reward_lr=2e-3,
                     ppo=dict(updates=12, batch_size=64, minibatch_size=32, lr=5e-5), eval_every=3,
-                    lambdas=(0.0, 0.5, 0.95), groups=(4, 8, 16)),
+                    lambdas=(0.0, 0.5, 0.95), groups=(4, 8, 16), revise_steps=(150, 300, 600)),
     "small": dict(train=1500, annotated=1500, demonstrations=12800, validation=100, test=100, vocab_size=512,
                   sft_steps=400, batch_size=32, lr=3e-3, sft_eval_every=100, pretrain_steps=200,
                   model=dict(n_layer=2, n_head=4, n_embd=96),
                   samples_per_prompt=1, reward_steps=200, reward_lr=2e-3,
                   ppo=dict(updates=8, batch_size=32, minibatch_size=32, lr=3e-5), eval_every=2,
-                  lambdas=(0.0, 0.5, 0.95), groups=(4, 8)),
+                  lambdas=(0.0, 0.5, 0.95), groups=(4, 8), revise_steps=(100, 200)),
     "tiny": dict(train=64, annotated=64, demonstrations=320, validation=16, test=16, vocab_size=512,
                  sft_steps=20, batch_size=16, lr=3e-3, sft_eval_every=10, pretrain_steps=10,
                  model=dict(n_layer=1, n_head=2, n_embd=32, block_size=512),
                  samples_per_prompt=1, reward_steps=5, reward_lr=2e-3,
                  ppo=dict(updates=2, batch_size=8, minibatch_size=8, lr=3e-5, refresh_every=2), eval_every=1,
-                 lambdas=(0.0, 0.95), groups=(2, 4)),
+                 lambdas=(0.0, 0.95), groups=(2, 4), revise_steps=(2, 3)),
 }
 
 # Each reward model's (learning rate, steps) per preset and task, chosen on validation by
@@ -389,10 +390,15 @@ def main(argv=None):
     parser.add_argument("--per", choices=["token", "response"], default="token", help="with --advantage grpo, "
                         "how the span methods' rewards are normalised: per token (default), or summed per response "
                         "first (the collapse; results_grpo_sum.json)")
+    parser.add_argument("--revise", action="store_true", help="then the paper's prompt-only baseline on each "
+                        "finished task (experiments.revise: a revising policy reads a critique of its answer and "
+                        "answers again; revise.json); off by default, so the default run skips it")
     add_run_flags(parser)
     args = parser.parse_args(argv)
     if args.per == "response" and args.advantage != "grpo":
         fail("--per response is GRPO's: add --advantage grpo")
+    if args.revise and args.advantage != "gae":
+        fail("--revise reads a PPO run's Text2Grad policy: run it without --advantage grpo")
     if args.advantage == "grpo" and not args.resume:
         fail("--advantage grpo runs beside a PPO run, on its SFT policy and reward models: add --resume and its --out")
     args = check_run_flags(args)
@@ -406,6 +412,10 @@ def main(argv=None):
     for name in tasks:
         per_task = {"task": name, "out": os.path.join(args.out, name), "annotations": folders.get(name)}
         run_to_the_end(lambda: run(argparse.Namespace(**{**vars(args), **per_task})), args.out)
+    if args.revise:  # the prompt-only baseline, once every run is finished (imported here: it reads PRESETS)
+        from experiments import revise
+        for name in tasks:
+            revise.main(["--out", os.path.join(args.out, name), "--device", args.device])
     print(f"the tables with 95% intervals and paired differences, and report.html: "
           f"python -m experiments.report --out {args.out}")
 

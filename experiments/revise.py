@@ -45,8 +45,6 @@ from experiments.checkpoint import load_checkpoint
 from model import generate
 from sft import MAX_NEW_TOKENS, fit, response_ids
 
-STEPS = (150, 300, 600)  # the revising stage's steps, chosen on validation
-
 
 def context(tokenizer, prompt, answer, critique, block_size):
     """What the revising policy continues: <|bos|> prompt <|response|> answer <|critique|> critique
@@ -148,14 +146,15 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, help="revising stages, seeds --seed, --seed+1, ...; seed j reads "
                         "reward-model seed j's Text2Grad model and pairs with PPO seed j (default: the run's PPO seeds)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of critique and revision (default 2)")
-    parser.add_argument("--steps", type=int, nargs="+", default=list(STEPS),
-                        help=f"the revising stage's steps to choose from on validation (default {STEPS})")
+    parser.add_argument("--steps", type=int, nargs="+", help="the revising stage's steps to choose from on "
+                        "validation (default: the run's preset's revise_steps, (150, 300, 600) at the experiment's size)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if (args.seeds is not None and args.seeds < 1) or args.rounds < 1 or min(args.steps) < 1:
+    if (args.seeds is not None and args.seeds < 1) or args.rounds < 1 or min(args.steps or [1]) < 1:
         parser.error("--seeds, --rounds and --steps must be at least 1")
     run = read_run(args.out, pick_device(args.device))
     device, tokenizer, task, preset = next(run.policy.parameters()).device, run.tokenizer, run.task, run.preset
+    args.steps = args.steps or list(preset["revise_steps"])
     if not os.path.exists(os.path.join(args.out, "results.json")):
         fail(f"{args.out} has no results.json: finish the run first (python -m experiments.protocol --resume)")
     results = checked(read_json, os.path.join(args.out, "results.json"))

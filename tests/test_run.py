@@ -22,7 +22,7 @@ import guards
 import reward
 import text2grad
 from data.annotations import read_jsonl
-from experiments import (credit_landing, critique_check, optimisers, ppo_runs, protocol, report, revise, reward_grid,
+from experiments import (credit_landing, critique_check, optimisers, ppo_runs, protocol, report, reward_grid,
                          value_heads)
 from experiments.run_folder import read_run
 from test_codegen import unmarked
@@ -322,7 +322,9 @@ def test_reward_grid_chooses_each_model_on_validation_alone(run_all, tmp_path):
 
 def test_revise_runs_the_prompt_only_rows_with_their_cost(run_all, tmp_path):
     shutil.copytree(run_all / "code", tmp_path / "code")
-    revise.main(["--out", str(tmp_path / "code"), "--device", "cpu", "--seeds", "2", "--steps", "2", "3"])
+    # the protocol's --revise stage on the finished run: every stage is loaded, then revise runs at the preset's steps
+    protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--seeds", "2", "--out", str(tmp_path),
+                   "--resume", "--revise"])
     out = json.loads((tmp_path / "code" / "revise.json").read_text())
     assert str(out["steps"]) == max(out["validation"], key=out["validation"].get) and set(out["validation"]) == {"2", "3"}
     assert [s["seed"] for s in out["seeds"]] == [0, 1]
@@ -334,6 +336,8 @@ def test_revise_runs_the_prompt_only_rows_with_their_cost(run_all, tmp_path):
     assert set(out["seeds"][1]["rows"]) == {n for n in calls if not n.startswith("text2grad")}
     assert all(0 <= row["score"] <= 1 for row in rows.values())
     assert rows["revise_learned_1"]["tokens"] > rows["revise_critic_1"]["tokens"] > rows["revise_first"]["tokens"]
+    with pytest.raises(SystemExit):  # the baseline reads a PPO run: refused beside GRPO, before any work
+        protocol.main(["--task", "code", "--out", str(tmp_path), "--resume", "--advantage", "grpo", "--revise"])
     code = subprocess.run([sys.executable, "-m", "experiments.revise", "--out", str(tmp_path / "nothing")],
                           capture_output=True, text=True, cwd=ROOT)
     assert code.returncode != 0 and "Traceback" not in code.stderr
