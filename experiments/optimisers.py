@@ -15,7 +15,7 @@ the explained variance of PPO's value head (GRPO has none); then placement (ever
 token) under each optimiser. A span method normalised per response (--per response,
 results_grpo_sum.json) sums its token rewards before normalising: the same advantages as its own
 reward on the last token, so its row should match that method's (the collapse). With one
-reward-model seed the runs share one reward model and no interval can be had ("n/a (1 unit)"). Every
+reward-model seed the runs share one reward model and no interval can be had ("1 unit: no interval"). Every
 column reads the seeds both runs have. PPO whitens its advantages and GRPO does not (the group
 normalisation takes its place); both run at PPO's learning rate and clip.
 """
@@ -60,8 +60,7 @@ def compare(folder):
                  "the PPO run's folder")
     ppo, runs = results["methods"], {per: r["methods"] for per, r in files.items()}
     grpo = runs["token"]
-    f = lambda d: (f"{d['mean']:+.3f} ± {d['ci95']:.3f} ({d['verdict']})" if d["units"] > 1 else
-                   f"{d['mean']:+.3f}, n/a (1 unit)")
+    f = stats.difference_text
     print(f"\n{os.path.basename(os.path.normpath(folder))}: test score, mean ± 95% interval over seeds (PPO's lambda, "
           f"GRPO's group size); GRPO - PPO paired by seed; curve height on validation; PPO's value head")
     print(f"{'method':15s} {'PPO (lambda)':>24s} {'GRPO (group)':>24s}  {'GRPO - PPO':>26s} {'height, GRPO - PPO':>26s}"

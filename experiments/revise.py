@@ -231,7 +231,7 @@ def print_table(task, out):
         calls, tokens = (sum(s["rows"][name][k] for s in runs) / len(runs) for k in ("calls", "tokens"))
         d = stats.paired_difference(values, t2g["scores"][:len(values)], [s["reward_seed"] for s in runs])
         print(f"{name:34s} {interval(values):>16s} {calls:5.0f} {tokens:6.1f}  "
-              + (f"{d['mean']:+.3f} ± {d['ci95']:.3f} ({d['verdict']})" if d["units"] > 1 else f"{d['mean']:+.3f}, n/a"))
+              + stats.difference_text(d))
 
 
 if __name__ == "__main__":

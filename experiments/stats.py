@@ -54,6 +54,14 @@ def paired_difference(a, b, groups=None):
     return {"mean": mean, "ci95": half, "per_seed": differences, "units": len(units), "verdict": verdict}
 
 
+def difference_text(d):
+    """A paired difference as the tables print it: "+0.048 ± 0.035 (higher)", or, from a single unit
+    (every seed on one reward model), "+0.118 (1 unit: no interval)"."""
+    if d.get("units", 2) < 2:  # a difference written before units were counted had several
+        return f"{d['mean']:+.3f} (1 unit: no interval)"
+    return f"{d['mean']:+.3f} ± {d['ci95']:.3f} ({d['verdict']})"
+
+
 def sign_test(wins, losses):
     """Two-sided exact sign test: the chance, if either side were as likely to win each paired seed,
     of a split at least as uneven as wins against losses (ties left out). 1.0 with no untied pair."""

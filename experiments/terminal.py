@@ -26,7 +26,7 @@ def print_reward_models(task, results):
                                                          if len(seeded) > 1 else ""))
     for metric, d in results.get("reward_paired", {}).items():
         print(f"[{task.NAME}] {metric}, cot - no_cot over {len(rm['cot']['seeds'][metric])} reward-model seeds: "
-              f"{d['mean']:+.3f} ± {d['ci95']:.3f} ({d['verdict']}); cot "
+              f"{stats.difference_text(d)}; cot "
               + " ".join(f"{v:.3f}" for v in rm["cot"]["seeds"][metric]) + ", no_cot "
               + " ".join(f"{v:.3f}" for v in rm["no_cot"]["seeds"][metric]))
 
@@ -47,11 +47,11 @@ def print_results(task, results):
     else:
         print("  paired differences over seeds (95% interval):")
         for key, d in results["paired"].items():
-            print(f"    {key:32s} {d['mean']:+.3f} ± {d['ci95']:.3f}   {d['verdict']}")
+            print(f"    {key:32s} {stats.difference_text(d)}")
         if "area" in results:
             print("  the mean height of the validation curve (its area over its updates), paired over seeds:")
             for key, d in results["area"].items():
-                print(f"    {key:32s} {d['mean']:+.3f} ± {d['ci95']:.3f}   {d['verdict']}")
+                print(f"    {key:32s} {stats.difference_text(d)}")
     print("  GAE lambda grid, final validation at the first seed: " + "; ".join(
         f"{name} " + " ".join(f"{lam}:{score:.3f}" for lam, score in grid.items())
         for name, grid in results["lambda_grid"].items()))
@@ -122,9 +122,9 @@ def print_sweep(results):
                 f"{key}: the second sooner on {v['b']}, the first on {v['a']}, tied {v['tied']} (sign test p = "
                 f"{v['sign_p']:.3f})" for key, v in pairs.items()))
         for key, d in r["area"].items():
-            print(f"    area under the test curve {key:28s} {d['mean']:+.3f} ± {d['ci95']:.3f} ({d['verdict']})")
+            print(f"    area under the test curve {key:28s} {stats.difference_text(d)}")
         for key, d in r["paired"].items():
-            print(f"    paired {key:28s} {d['mean']:+.3f} ± {d['ci95']:.3f} ({d['verdict']})")
+            print(f"    paired {key:28s} {stats.difference_text(d)}")
     for k, per_q in results.get("growth", {}).items():
         print(f"  K={k} over K=1, at 90%: " + "; ".join(
             f"{key} {v['growth']:.2f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]" for key, v in per_q["0.9"].items()))

@@ -82,6 +82,9 @@ def test_paired_difference_averages_the_runs_of_a_reward_model_first():
     assert grouped["units"] == 2 and grouped["verdict"] == "tie" and grouped["per_seed"] == a
     # every run its own reward seed: the plain interval
     assert stats.paired_difference(a, b, groups=[0, 1, 2, 3])["ci95"] == pytest.approx(plain["ci95"])
+    assert stats.difference_text(grouped) == "+2.500 ± 6.353 (tie)"  # 12.706 * 0.5 = 6.353
+    one = stats.paired_difference(a, b, groups=[7, 7, 7, 7])  # every seed on one reward model: one unit
+    assert one["units"] == 1 and stats.difference_text(one) == "+2.500 (1 unit: no interval)"
     with pytest.raises(ValueError, match="3 groups"):  # a group for every seed, never a silent cut
         stats.paired_difference(a, b, groups=[0, 1, 0])
 

@@ -33,8 +33,8 @@ def test_results_lines_carry_the_numbers_put_in(capsys):
     out = capsys.readouterr().out
     assert "text2grad         0.800 ± 0.064   validation 0.812   seeds: 0.750 0.850   lambda 0.95  EV 0.30 (reward-to-go 0.10)" in out
     assert "ppo_scalar        0.750 ± 0.064   validation 0.812   seeds: 0.700 0.800   lambda 0.5   EV 0.05 (reward-to-go 0.00)" in out
-    assert "text2grad - ppo_scalar           +0.050 ± 0.013   higher" in out
-    assert "area over its updates), paired over seeds:\n    text2grad - ppo_scalar           +0.037 ± 0.050   tie" in out
+    assert "text2grad - ppo_scalar           +0.050 ± 0.013 (higher)" in out
+    assert "area over its updates), paired over seeds:\n    text2grad - ppo_scalar           +0.037 ± 0.050 (tie)" in out
     assert "text2grad 0.5:0.700 0.95:0.800" in out
     assert "ppo_scalar's final 0.800 (checked every 3): text2grad 3, ppo_scalar 6" in out
     assert "3 criticised responses (7 poor-span / 5 good-span / 11 neutral tokens)" in out
