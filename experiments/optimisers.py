@@ -60,7 +60,6 @@ def compare(folder):
                  "the PPO run's folder")
     ppo, runs = results["methods"], {per: r["methods"] for per, r in files.items()}
     grpo = runs["token"]
-    f = stats.difference_text
     print(f"\n{os.path.basename(os.path.normpath(folder))}: test score, mean ± 95% interval over seeds (PPO's lambda, "
           f"GRPO's group size); GRPO - PPO paired by seed; curve height on validation; PPO's value head")
     print(f"{'method':15s} {'PPO (lambda)':>24s} {'GRPO (group)':>24s}  {'GRPO - PPO':>26s} {'height, GRPO - PPO':>26s}"
@@ -74,13 +73,13 @@ def compare(folder):
         ev = sum(a["explained_variance"][:n]) / n
         rows[name] = {"ppo": ma, "grpo": mb, "grpo_minus_ppo": paired(b, a), "height": height, "ev": ev}
         print(f"{name:15s} {ma:7.3f} ± {ha:.3f} ({a['lambda']:<4}) {mb:9.3f} ± {hb:.3f} ({b['group']:<2})  "
-              f"{f(rows[name]['grpo_minus_ppo']):>26s} {f(height):>26s} {ev:5.2f}")
+              f"{stats.difference_text(rows[name]['grpo_minus_ppo']):>26s} {stats.difference_text(height):>26s} {ev:5.2f}")
     placement = {}
     print("\nplacement, every token - last token (paired by seed):")
     for every, last in PLACEMENT:
         for optimiser, methods in (("PPO", ppo), ("GRPO", grpo)):
             placement[f"{optimiser}: {every} - {last}"] = d = paired(methods[every], methods[last])
-            print(f"  {optimiser:5s} {every} - {last}".ljust(40) + f(d))
+            print(f"  {optimiser:5s} {every} - {last}".ljust(40) + stats.difference_text(d))
     if "response" in runs:
         print("\nthe collapse (--per response): each span method's rewards summed before normalising, beside its "
               "own reward on the last token")
@@ -89,7 +88,7 @@ def compare(folder):
             placement[f"GRPO summed: {every} - {last}"] = d
             same = all(abs(p[1] - q[1]) < 1e-9 for c, e in zip(runs["response"][every]["curves"], grpo[last]["curves"])
                        for p, q in zip(c, e))  # the missing-EOS penalty is subtracted in another float order
-            print(f"  {every} summed - {last}".ljust(40) + f(d) + (" (the same validation curves)" if same else ""))
+            print(f"  {every} summed - {last}".ljust(40) + stats.difference_text(d) + (" (the same validation curves)" if same else ""))
     return {"rows": rows, "placement": placement}
 
 

@@ -239,6 +239,11 @@ def stop_after(out, stage, sig):
     return process.returncode, err
 
 
+def test_two_runs_with_one_seed_agree(run_all, tmp_path):
+    protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "summarize", "--seeds", "2", "--out", str(tmp_path)])
+    assert metrics(tmp_path / "summarize" / "results.json") == metrics(run_all / "summarize" / "results.json")
+
+
 @pytest.mark.slow
 def test_killed_and_resumed_run_gives_the_same_numbers(run_all, tmp_path):
     # SIGKILL as SFT, the reward models, and a PPO run get under way, resuming each time: a stopped
