@@ -5,7 +5,7 @@ import pytest
 
 import text2grad
 from data import Example, facts
-from experiments import ppo_runs, stats, sweep
+from experiments import optimisers, ppo_runs, stats, sweep
 from test_report import Page
 
 
@@ -188,7 +188,7 @@ def test_sweep_splits_share_no_prompt_and_hold_one_k_each():
 
 
 @pytest.mark.slow
-def test_the_sweep_end_to_end(tmp_path):
+def test_the_sweep_end_to_end(tmp_path, capsys):
     out = tmp_path / "sweep"
     sweep.main(["--preset", "tiny", "--device", "cpu", "--ks", "1", "2", "--seeds", "2", "--out", str(out)])
     results = json.loads((out / "results.json").read_text())
@@ -226,6 +226,13 @@ def test_the_sweep_end_to_end(tmp_path):
         m = grpo["per_k"]["1"]["methods"][name]
         assert m["lambda"] is None and m["group"] in sweep.SWEEP_PRESETS["tiny"]["groups"] and len(m["scores"]) == 2
     assert "GRPO, group" in (out / "report_grpo.html").read_text(encoding="utf-8")
+    capsys.readouterr()
+    tables = optimisers.compare(str(out))  # PPO against GRPO, one table per K both ran, on the seeds both ran
+    assert list(tables) == ["sweep, K=1"] and "updates to 90%" in capsys.readouterr().out
+    for name in text2grad.METHODS:  # two seeds, each on its own reward model: the plain paired mean
+        ppo, ours = (r["per_k"]["1"]["methods"][name]["scores"][:2] for r in (again, grpo))
+        assert tables["sweep, K=1"]["rows"][name]["grpo_minus_ppo"]["mean"] == pytest.approx(
+            (ours[0] - ppo[0] + ours[1] - ppo[1]) / 2)
 
 
 def test_the_defence_ablation_runs_each_guard_where_it_applies(tmp_path):
