@@ -100,7 +100,8 @@ def table(title, block, grpo_blocks):
         for every, last in PLACEMENT:
             d = paired(runs["response"][every], grpo[last])
             placement[f"GRPO summed: {every} - {last}"] = d
-            curves = [m.get("curves", [m["curve"]]) for m in (runs["response"][every], grpo[last])]  # a sweep: the mean
+            curves = [m["curves"] if "curves" in m else [m["curve"]]  # a sweep keeps the mean curve only
+                      for m in (runs["response"][every], grpo[last])]
             same = all(abs(p[1] - q[1]) < 1e-9 for c, e in zip(*curves) for p, q in zip(c, e))  # the missing-EOS penalty is subtracted in another float order
             print(f"  {every} summed - {last}".ljust(40) + stats.difference_text(d) + (" (the same validation curves)" if same else ""))
     return {"rows": rows, "placement": placement}

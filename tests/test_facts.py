@@ -226,9 +226,13 @@ def test_the_sweep_end_to_end(tmp_path, capsys):
         m = grpo["per_k"]["1"]["methods"][name]
         assert m["lambda"] is None and m["group"] in sweep.SWEEP_PRESETS["tiny"]["groups"] and len(m["scores"]) == 2
     assert "GRPO, group" in (out / "report_grpo.html").read_text(encoding="utf-8")
+    sweep.main(["--preset", "tiny", "--device", "cpu", "--ks", "1", "--seeds", "2", "--out", str(out), "--resume",
+                "--advantage", "grpo", "--per", "response"])  # the collapse: span rewards summed before normalising
     capsys.readouterr()
     tables = optimisers.compare(str(out))  # PPO against GRPO, one table per K both ran, on the seeds both ran
-    assert list(tables) == ["sweep, K=1"] and "updates to 90%" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert list(tables) == ["sweep, K=1"] and "updates to 90%" in printed
+    assert "oracle summed - oracle_scalar" in printed and "(the same validation curves)" in printed
     for name in text2grad.METHODS:  # two seeds, each on its own reward model: the plain paired mean
         ppo, ours = (r["per_k"]["1"]["methods"][name]["scores"][:2] for r in (again, grpo))
         assert tables["sweep, K=1"]["rows"][name]["grpo_minus_ppo"]["mean"] == pytest.approx(
