@@ -16,7 +16,7 @@ averaged first, as experiments/summary.py does), the validation curve's mean hei
 the updates each needs (on a task, until the mean validation curve reaches scalar PPO's final
 score; in a sweep, the Kaplan-Meier median to hold 90% of the gap from SFT to 1), the explained
 variance of PPO's value head (GRPO has none); then placement (every token - last
-token) under each optimiser. A span method normalised per response (--per response,
+token) and the paper's contrast (Text2Grad - scalar PPO) under each optimiser. A span method normalised per response (--per response,
 results_grpo_sum.json) sums its token rewards before normalising: the same advantages as its own
 reward on the last token, so its row should match that method's (the collapse). With one
 reward-model seed the runs share one reward model and no interval can be had ("1 unit: no interval"). Every
@@ -33,6 +33,7 @@ from experiments.runstate import checked, fail
 from text2grad import METHODS
 
 PLACEMENT = (("text2grad", "text2grad_last"), ("oracle", "oracle_scalar"))  # (every token, last token)
+PAPER = ("text2grad", "ppo_scalar")  # the paper's contrast: placement and judge changed together
 
 
 def paired(a, b, key="scores"):
@@ -89,8 +90,8 @@ def table(title, block, grpo_blocks):
               f"{stats.difference_text(rows[name]['grpo_minus_ppo']):>26s} {stats.difference_text(height):>26s}"
               f" {'/'.join(steps):>8s} {ev:5.2f}")
     placement = {}
-    print("\nplacement, every token - last token (paired by seed):")
-    for every, last in PLACEMENT:
+    print("\nplacement, every token - last token, and the paper's contrast (paired by seed):")
+    for every, last in (*PLACEMENT, PAPER):
         for optimiser, methods in (("PPO", ppo), ("GRPO", grpo)):
             placement[f"{optimiser}: {every} - {last}"] = d = paired(methods[every], methods[last])
             print(f"  {optimiser:5s} {every} - {last}".ljust(40) + stats.difference_text(d))
