@@ -12,7 +12,8 @@ the same number of sampled responses per update: one per prompt for PPO, `group`
 GRPO, so the prompts drawn differ). Each PPO method chose its GAE lambda on validation, each
 GRPO method its group size. Prints, on test, per method: each optimiser's mean with its 95%
 interval and its choice, GRPO - PPO paired over the seeds (runs that read one reward-model seed
-averaged first, as experiments/summary.py does), the validation curve's mean height for both, and
+averaged first, as experiments/summary.py does), the validation curve's mean height for both (a
+sweep's test curve, which its thresholds read), and
 the updates each needs (on a task, until the mean validation curve reaches scalar PPO's final
 score; in a sweep, the Kaplan-Meier median to hold 90% of the gap from SFT to 1), the explained
 variance of PPO's value head (GRPO has none); then placement (every token - last
@@ -47,7 +48,8 @@ def paired(a, b, key="scores"):
 
 
 def heights(method):
-    """The mean height of each seed's validation curve (stats.curve_area); a sweep stores them as "area"."""
+    """The mean height of each seed's validation curve (stats.curve_area); a sweep stores its test
+    curve's as "area" (the thresholds read the test curve there)."""
     if "area" in method:
         return method["area"]
     return [stats.curve_area([(p[0], p[1]) for p in curve]) for curve in method["curves"]]
@@ -74,7 +76,7 @@ def table(title, block, grpo_blocks):
     level = None if sweep else sum(c[-1][1] for c in ppo["ppo_scalar"]["curves"]) / len(ppo["ppo_scalar"]["curves"])
     reach = "to 90%" if sweep else "to PPO scalar's final"
     print(f"\n{title}: test score, mean ± 95% interval over seeds (PPO's lambda, GRPO's group size); GRPO - PPO paired "
-          f"by seed; curve height on validation; updates {reach} (PPO, GRPO); PPO's value head")
+          f"by seed; curve height on {'test' if sweep else 'validation'}; updates {reach} (PPO, GRPO); PPO's value head")
     print(f"{'method':15s} {'PPO (lambda)':>24s} {'GRPO (group)':>24s}  {'GRPO - PPO':>26s} {'height, GRPO - PPO':>26s}"
           f" {'updates':>8s} {'EV':>5s}")
     rows = {}

@@ -21,7 +21,7 @@ import ppo
 from experiments.checkpoint import load_checkpoint, save_checkpoint
 from experiments.measures import evaluate_policy, overoptimisation, primary_score
 from experiments.refresh import RefreshConfig, method_reward
-from experiments.runstate import atomic_save
+from experiments.runstate import atomic_save, fail
 from sft import MAX_NEW_TOKENS
 from text2grad import METHODS
 
@@ -158,13 +158,16 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
             run_once(name, lam, seed)
         for seed in seeds:
             stage, start = test_of(name, seed), time.time()
-            if stage not in progress:
+            if stage not in progress or not progress.made_of(stage, f"{knob}{lam}"):  # a changed grid's choice
+                if not os.path.exists(checkpoint(name, lam, seed)):
+                    fail(f"{stage} was tested at another {knob} than the {lam} now chosen, and that run's policy "
+                         f"is gone: resume with the grid it was run with, or use another --out")
                 gpt = load_checkpoint(checkpoint(name, lam, seed), device, tokenizer, policy.config)[0]
                 test, samples = evaluate_policy(task, gpt, tokenizer, splits["test"])
                 if seed == seeds[0]:
                     save_checkpoint(os.path.join(out, f"ppo_{name}{tag(name)}.pt"), gpt, tokenizer, config.updates)
                     atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(out, f"samples_{name}{tag(name)}.jsonl"))
-                progress.finish(stage, test, start)
+                progress.finish(stage, test, start, of=f"{knob}{lam}")
         for leftover in glob.glob(checkpoint(name, "*", "*")):  # ppo_{name}.pt keeps seed 0's
             os.remove(leftover)
 

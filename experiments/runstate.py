@@ -118,8 +118,14 @@ class Progress:
     def time(self, stage):
         return self.done[stage]["time_s"]
 
-    def finish(self, stage, value, start):
-        self.done[stage] = {"value": value, "time_s": time.time() - start}
+    def made_of(self, stage, of):
+        """Whether a finished stage was computed from `of` (a stage finished before this was recorded counts)."""
+        return self.done[stage].get("of", of) == of
+
+    def finish(self, stage, value, start, of=None):
+        """Mark stage done with its value; of: what it was computed from (the test of a chosen lambda
+        or group), so a resume whose choice has changed can tell the value is stale (made_of)."""
+        self.done[stage] = {"value": value, "time_s": time.time() - start, **({"of": of} if of is not None else {})}
         atomic_save(json.dumps({"identity": self.identity, "done": self.done}), self.path)
 
 

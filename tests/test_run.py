@@ -363,6 +363,24 @@ def test_grpo_runs_beside_ppo_on_the_same_folder(run_all, tmp_path, capsys):
     optimisers.main(["--out", str(tmp_path / "code")])
     printed = capsys.readouterr().out
     assert "GRPO - PPO" in printed and "text2grad summed - text2grad_last" in printed
+    # a grid changed on resume: the new choice's runs are tested (seed 0's policy saved again), not the old test
+    # read back; a choice whose policies are gone is refused in one line
+    saved = {name: (tmp_path / "code" / f"ppo_{name}_grpo.pt").read_bytes() for name in text2grad.METHODS}
+    tiny = protocol.PRESETS["tiny"]
+    grid = tiny["groups"]
+    try:
+        tiny["groups"] = (8,)
+        protocol.main(flags + ["--advantage", "grpo"])
+        again = json.loads((tmp_path / "code" / "results_grpo.json").read_text())
+        for name in text2grad.METHODS:
+            assert again["methods"][name]["group"] == 8
+            assert (tmp_path / "code" / f"ppo_{name}_grpo.pt").read_bytes() != saved[name]
+        tiny["groups"] = (2,)
+        with pytest.raises(SystemExit):
+            protocol.main(flags + ["--advantage", "grpo"])
+        assert "is gone" in capsys.readouterr().err
+    finally:
+        tiny["groups"] = grid
     code = subprocess.run([sys.executable, "-m", "experiments.protocol", "--per", "response", "--out", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT)
     assert code.returncode != 0 and "Traceback" not in code.stderr and "--advantage grpo" in code.stderr
