@@ -13,15 +13,15 @@ GRPO, so the prompts drawn differ). Each PPO method chose its GAE lambda on vali
 GRPO method its group size. Prints, on test, per method: each optimiser's mean with its 95%
 interval and its choice, GRPO - PPO paired over the seeds (runs that read one reward-model seed
 averaged first, as experiments/summary.py does), the validation curve's mean height for both (a
-sweep's test curve, which its thresholds read), and
-the updates each needs (on a task, until the mean validation curve reaches scalar PPO's final
-score; in a sweep, the Kaplan-Meier median to hold 90% of the gap from SFT to 1), the explained
-variance of PPO's value head (GRPO has none); then placement (every token - last
-token) and the paper's contrast (Text2Grad - scalar PPO) under each optimiser. A span method normalised per response (--per response,
-results_grpo_sum.json) sums its token rewards before normalising: the same advantages as its own
-reward on the last token, so its row should match that method's (the collapse). With one
-reward-model seed the runs share one reward model and no interval can be had ("1 unit: no interval"). Every
-column reads the seeds both runs have. PPO whitens its advantages and GRPO does not (the group
+sweep's test curve, which its thresholds read), the updates each needs (on a task, until the mean
+validation curve reaches scalar PPO's final score; in a sweep, the Kaplan-Meier median to hold 90%
+of the gap from SFT to 1), the explained variance of PPO's value head (GRPO has none); then
+placement (every token - last token) and the paper's contrast (Text2Grad - scalar PPO) under each
+optimiser. A span method normalised per response (--per response, results_grpo_sum.json) sums its
+token rewards before normalising: the same advantages as its own reward on the last token, so its
+row should match that method's (the collapse). With one reward-model seed the runs share one
+reward model and no interval can be had ("1 unit: no interval"). Every column reads the seeds both
+runs have. PPO whitens its advantages and GRPO does not (the group
 normalisation takes its place); both run at PPO's learning rate and clip.
 """
 import argparse
@@ -105,14 +105,16 @@ def table(title, block, grpo_blocks):
             placement[f"GRPO summed: {every} - {last}"] = d
             curves = [m["curves"] if "curves" in m else [m["curve"]]  # a sweep keeps the mean curve only
                       for m in (runs["response"][every], grpo[last])]
-            same = all(abs(p[1] - q[1]) < 1e-9 for c, e in zip(*curves) for p, q in zip(c, e))  # the missing-EOS penalty is subtracted in another float order
-            print(f"  {every} summed - {last}".ljust(40) + stats.difference_text(d) + (" (the same validation curves)" if same else ""))
+            # to within 1e-9: the missing-EOS penalty is subtracted in another float order
+            same = all(abs(p[1] - q[1]) < 1e-9 for c, e in zip(*curves) for p, q in zip(c, e))
+            print(f"  {every} summed - {last}".ljust(40) + stats.difference_text(d)
+                  + (" (the same validation curves)" if same else ""))
     return {"rows": rows, "placement": placement}
 
 
 def compare(folder):
-    """The tables of one task's folder, or of each K of a sweep's; returns {"rows", "placement"} (what is
-    printed), per K for a sweep."""
+    """The tables of one task's folder, or of each K of a sweep's: {title: {"rows", "placement"}}, what is
+    printed under each title."""
     results = checked(read_json, os.path.join(folder, "results.json"))
     found = {per: os.path.join(folder, name) for per, name in (("token", "results_grpo.json"),
                                                                   ("response", "results_grpo_sum.json"))}
@@ -121,7 +123,7 @@ def compare(folder):
         fail(f"{folder} has no results_grpo.json: run the PPO run's command again with --resume --advantage grpo first")
     name = os.path.basename(os.path.normpath(folder))
     if results.get("kind") != "sweep":
-        blocks = {name: (results, {per: other for per, other in files.items()})}
+        blocks = {name: (results, files)}
     else:  # a sweep: each K its own table, over the Ks that every file has
         ks = [k for k in results["per_k"] if all(k in other["per_k"] for other in files.values())]
         blocks = {f"{name}, K={k}": (results["per_k"][k], {per: other["per_k"][k] for per, other in files.items()})

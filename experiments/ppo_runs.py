@@ -158,10 +158,11 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
             run_once(name, lam, seed)
         for seed in seeds:
             stage, start = test_of(name, seed), time.time()
-            if stage not in progress or not progress.made_of(stage, f"{knob}{lam}"):  # a changed grid's choice
-                if not os.path.exists(checkpoint(name, lam, seed)):
-                    fail(f"{stage} was tested at another {knob} than the {lam} now chosen, and that run's policy "
-                         f"is gone: resume with the grid it was run with, or use another --out")
+            stale = stage in progress and not progress.made_of(stage, f"{knob}{lam}")  # the grid changed since
+            if stale and not os.path.exists(checkpoint(name, lam, seed)):
+                fail(f"{stage} was tested at another {knob} than the {lam} now chosen, and that run's policy is gone: "
+                     "resume with the grid it was run with, or use another --out")
+            if stage not in progress or stale:
                 gpt = load_checkpoint(checkpoint(name, lam, seed), device, tokenizer, policy.config)[0]
                 test, samples = evaluate_policy(task, gpt, tokenizer, splits["test"])
                 if seed == seeds[0]:

@@ -36,100 +36,15 @@ from html import escape
 
 from data import get_task
 from experiments import stats, terminal
-from experiments.figures import COLOURS, LABELS, colour, curves_svg, overopt_svg, sft_curve_series, thresholds_svg
+from experiments.figures import COLOURS, LABELS, curves_svg, overopt_svg, sft_curve_series, thresholds_svg
+from experiments.page import CSS, change_colour, curves, delta_tokens, legend, num, percentile, row, swatch, table, tokens
 from experiments.run_folder import read_json
 from experiments.summary import summarise
 from experiments.runstate import atomic_save, fail
 
-DELTA_CLASS = {-1: "poor", 0: "neutral", 1: "good"}
-
-CSS = """
-body { font: 15px/1.45 system-ui, sans-serif; max-width: 1040px; margin: 2em auto; padding: 0 1em; color: #222; }
-h2 { border-bottom: 2px solid #ddd; margin-top: 2.2em; } h3 { margin-top: 1.6em; }
-table { border-collapse: collapse; margin: .6em 0; } td, th { border: 1px solid #ccc; padding: 3px 8px; }
-th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.note { color: #555; font-size: 13px; }
-.tokens { font: 14px/1.9 ui-monospace, monospace; white-space: pre-wrap; }
-.tokens span { border-radius: 2px; }
-.poor { background: #f4a6a6; } .good { background: #a9dfa9; } .neutral { background: transparent; }
-.card { border: 1px solid #ddd; border-radius: 6px; padding: .5em .9em; margin: .9em 0; }
-.row { display: grid; grid-template-columns: 11em 1fr; gap: .2em .8em; margin: .3em 0; }
-.row > .label { color: #555; font-size: 13px; padding-top: .15em; }
-.method { border-left: 4px solid; padding-left: .5em; margin: .8em 0 .2em; }
-.critique { font-style: italic; color: #333; }
-.swatch { display: inline-block; width: 1.1em; height: .9em; vertical-align: middle; border: 1px solid #bbb; }
-svg text { font: 12px system-ui, sans-serif; fill: #333; }
-"""
-
-
-# ---------------------------------------------------------------------------------------------
-# Small pieces
-
-def tokens(pieces, classes=None, backgrounds=None, titles=None):
-    """<div class="tokens"> holding one <span> per token, nothing else: the spans' text joined is
-    the response. classes: a CSS class per token; backgrounds: a CSS colour per token."""
-    spans = []
-    for t, piece in enumerate(pieces):
-        attributes = ""
-        if classes:
-            attributes += f' class="{classes[t]}"'
-        if backgrounds:
-            attributes += f' style="background:{backgrounds[t]}"'
-        if titles:
-            attributes += f' title="{escape(titles[t])}"'
-        spans.append(f"<span{attributes}>{escape(piece)}</span>")
-    return f'<div class="tokens">{"".join(spans)}</div>'
-
-
-def delta_tokens(pieces, delta):
-    """Tokens coloured poor / neutral / good by their delta in {-1, 0, +1}."""
-    return tokens(pieces, classes=[DELTA_CLASS[int(d)] for d in delta], titles=[f"delta {int(d):+d}" for d in delta])
-
-
-def change_colour(change, scale):
-    """Diverging colour of a log-prob change: red for a fall, blue for a rise, white for none."""
-    strength = min(1.0, abs(change) / scale) if scale > 0 else 0.0
-    rgb = (214, 39, 40) if change < 0 else (31, 111, 180)
-    return f"rgba({rgb[0]},{rgb[1]},{rgb[2]},{0.75 * strength:.3f})"
-
-
-def percentile(values, q):
-    """The q-quantile of values (nearest rank); 0 for none."""
-    return sorted(values)[min(len(values) - 1, int(q * len(values)))] if values else 0.0
-
-
-def row(label, body):
-    return f'<div class="row"><div class="label">{label}</div><div>{body}</div></div>'
-
-
-def table(header, rows):
-    head = "".join(f"<th>{h}</th>" for h in header)
-    body = "".join("<tr>" + "".join(cell if cell.startswith("<td") else f"<td>{cell}</td>" for cell in r) + "</tr>"
-                   for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def num(x, digits=3):
-    return '<td class="num">-</td>' if x is None else f'<td class="num">{x:.{digits}f}</td>'
-
-
-def curves(methods, metric, x_label="PPO update"):
-    """figures.curves_svg with its legend in HTML under it."""
-    names = [n for n in methods if n != "sft" and methods[n]["curve"]]
-    return curves_svg(methods, metric, x_label=x_label) + (f"<p>{legend(names)}</p>" if names else "")
-
-
-def legend(names):
-    return " ".join(f'<span class="swatch" style="background:{colour(n, names)}"></span> '
-                    f'{LABELS.get(n, escape(n))}' for n in names)
-
 
 # ---------------------------------------------------------------------------------------------
 # Sections
-
-def swatch(name):
-    return f'<span class="swatch" style="background:{COLOURS.get(name, "#000")}"></span> {LABELS.get(name, escape(name))}'
-
 
 def two_by_two(methods, metric):
     """The methods that separate who judges from where the reward lands, as a 2 x 2 of test scores (the

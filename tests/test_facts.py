@@ -237,6 +237,13 @@ def test_the_sweep_end_to_end(tmp_path, capsys):
         ppo, ours = (r["per_k"]["1"]["methods"][name]["scores"][:2] for r in (again, grpo))
         assert tables["sweep, K=1"]["rows"][name]["grpo_minus_ppo"]["mean"] == pytest.approx(
             (ours[0] - ppo[0] + ours[1] - ppo[1]) / 2)
+    # the updates column: with two seeds, the Kaplan-Meier median to hold 90% is the sooner seed's update
+    # (a seed that never holds it is written as budget + eval_every, after any update), "-" if neither holds it
+    r = again["per_k"]["1"]
+    for name in text2grad.METHODS:
+        held = r["thresholds"][name]["0.9"]["per_seed"][:2]
+        want = str(min(held)) if min(held) < r["updates"] + r["eval_every"] else "-"
+        assert tables["sweep, K=1"]["rows"][name]["updates"][0] == want
 
 
 def test_the_defence_ablation_runs_each_guard_where_it_applies(tmp_path):
