@@ -54,15 +54,17 @@ def _on_word_boundaries(pattern, phrase):
 
 
 def find_span(text, phrase):
-    """Character range [start, end) of phrase in text, or None: in each tier, the leftmost occurrence
-    on word boundaries, else the leftmost occurrence."""
+    """Character range [start, end) of phrase in text, or None: in each tier, the leftmost
+    occurrence on word boundaries, else the leftmost occurrence."""
     phrase_words = phrase.split()
     if not text or not phrase_words:
         return None
     exact = re.escape(phrase)                                            # tier 1: exact
     loose = r"\s+".join(re.escape(word) for word in phrase_words)        # tier 2: case, whitespace
-    for pattern, ends, flags in ((exact, phrase, 0), (loose, " ".join(phrase_words), re.IGNORECASE)):
-        match = re.search(_on_word_boundaries(pattern, ends), text, flags) or re.search(pattern, text, flags)
+    tiers = ((exact, phrase, 0), (loose, " ".join(phrase_words), re.IGNORECASE))
+    for pattern, ends, flags in tiers:
+        match = re.search(_on_word_boundaries(pattern, ends), text, flags)
+        match = match or re.search(pattern, text, flags)
         if match:
             return match.span()
     return _fuzzy_span(text, phrase_words)                               # tier 3: fuzzy
@@ -85,10 +87,13 @@ def span_rewards(offsets, spans, text):
 
 def align(text, offsets, annotation):
     """Parsed annotation -> (delta per token, stats). Good phrases give +1, poor phrases -1."""
-    labelled = [(p, 1.0) for p in annotation["good_spans"]] + [(p, -1.0) for p in annotation["poor_spans"]]
+    labelled = ([(p, 1.0) for p in annotation["good_spans"]]
+                + [(p, -1.0) for p in annotation["poor_spans"]])
     found = [find_span(text, phrase) for phrase, _ in labelled]  # (start, end) or None
     spans = [(*place, value) for place, (_, value) in zip(found, labelled) if place is not None]
     delta = span_rewards(offsets, spans, text)
-    stats = {"spans": len(labelled), "unaligned": found.count(None),  # phrases quoted; those find_span could not place
-             "labelled_tokens": sum(d != 0 for d in delta), "tokens": len(offsets)}  # tokens with delta != 0; all
+    stats = {"spans": len(labelled),                          # phrases quoted
+             "unaligned": found.count(None),                  # those find_span could not place
+             "labelled_tokens": sum(d != 0 for d in delta),   # tokens with delta != 0
+             "tokens": len(offsets)}
     return delta, stats

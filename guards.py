@@ -17,14 +17,15 @@ import torch
 
 @dataclass
 class Guards:
-    praise: str = "phrase"        # "phrase": a praised span shares +1 over its tokens, and a repeated one earns
-                                  # nothing (bound_praise); "token": +1 on every praised token (the paper)
+    praise: str = "phrase"        # "phrase": a praised span shares +1 over its tokens, and a
+                                  # repeated one earns nothing (bound_praise); "token": +1 on
+                                  # every praised token (the paper)
     cut_praise: bool = True       # a response cut at the length limit (no EOS) keeps no praise
     praise_fade_at: int = 40      # response position where praise has faded to half (length_weight)
 
 
-# How PPO pays praise on each task, chosen on its validation prompts (RESULTS.md): summarize's critic
-# states an omission only in prose, so per phrase made dropping a praised clause cheap there.
+# How PPO pays praise on each task, chosen on its validation prompts (RESULTS.md): summarize's
+# critic states an omission only in prose, so per phrase made dropping a praised clause cheap.
 PRAISE = {"summarize": "token", "code": "phrase", "qa": "phrase"}
 
 
@@ -36,17 +37,18 @@ def length_weight(N, fade_at, device=None):
 
 
 def dense_scores(deltas, mask, praise_fade_at=None):
-    """One delta per response token (lists, EOS excluded) -> scores (B, N); the EOS and padding score
-    0. With praise_fade_at a positive delta at position t is scaled by length_weight, so that dense
-    +1s cannot pay a policy to ramble on with praised phrases; blame never fades (the authors fade
-    both, on summarisation only: DETAILS.md, "Where this project departs")."""
+    """One delta per response token (lists, EOS excluded) -> scores (B, N); the EOS and padding
+    score 0. With praise_fade_at a positive delta at position t is scaled by length_weight, so
+    that dense +1s cannot pay a policy to ramble on with praised phrases; blame never fades (the
+    authors fade both, on summarisation only: DETAILS.md, "Where this project departs")."""
     scores = torch.zeros(mask.shape)  # filled on the host, then one copy to the device
     for i, delta in enumerate(deltas):
         n = min(len(delta), scores.shape[1])
         scores[i, :n] = torch.tensor(delta[:n], dtype=torch.float)
     scores = scores.to(mask.device)
     if praise_fade_at is not None:
-        scores = torch.where(scores > 0, scores * length_weight(scores.shape[1], praise_fade_at, scores.device), scores)
+        weight = length_weight(scores.shape[1], praise_fade_at, scores.device)
+        scores = torch.where(scores > 0, scores * weight, scores)
     return scores * mask
 
 
@@ -74,7 +76,8 @@ def bound_praise(delta, tokens):
 def shaped_scores(deltas, responses, mask, ended, shaping):
     """Text2Grad's scores (B, N) from a delta per response token, with the Guards switched on:
       praise "phrase" bound_praise: one unit per distinct praised phrase, not one per token;
-      cut_praise      a response cut at the length limit (ended (B,) False) keeps its blame and no praise;
+      cut_praise      a response cut at the length limit (ended (B,) False) keeps its blame and
+                      no praise;
       praise_fade_at  praise fades past that position (dense_scores).
     deltas, responses: B lists (deltas, token ids) of the responses, EOS excluded."""
     if shaping.praise == "phrase":

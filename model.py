@@ -3,21 +3,20 @@
 Pre-LayerNorm decoder blocks, causal attention through scaled_dot_product_attention, learned
 positions, output projection tied to the token embedding. forward() returns the hidden states and
 the logits of every position, because PPO and the reward model read every position, not only the
-last one.
+last one. A first read can take this file as nanoGPT's and skip what is marked "skip on a first
+read": the canon layer, the KV cache's inner workings, bf16 and the choice of device.
 
-One addition to nanoGPT's block: a canon layer before each attention (Allen-Zhu, "Physics of
-Language Models: Part 4.1", 2025), a causal convolution over the last few positions, channel by
-channel, added to the attention's input. It lets the token "Rome" in "Lena lives in Rome" carry
-"Lena" before any attention has learned to fetch it, so that a question about Lena can find Rome
-in one attention step; without it this GPT answers qa's look-ups at chance (the look-up study:
-`python -m experiments.lookup`).
+The canon layer (Allen-Zhu, "Physics of Language Models: Part 4.1", 2025) is a causal convolution
+over the last few positions, channel by channel, added to each attention's input. It lets the
+token "Rome" in "Lena lives in Rome" carry "Lena" before any attention has learned to fetch it, so
+that a question about Lena can find Rome in one attention step: without it this GPT answers qa's
+look-ups at chance (`python -m experiments.lookup`); summarize and code do not need it.
 
 Padding: with an attention_mask (left padding: generation, PPO), positions count real tokens only
 and padded keys are never attended to, so a sequence gets the same numbers whatever its padding.
-Precision: float32 weights; on CUDA the forward runs under bf16 autocast (model.bf16), LayerNorm,
-softmax and every loss in float32; on CPU everything is float32, so a CPU run repeats itself.
-
-Left out on purpose: dropout (RL needs none, and the toy data is plentiful), weight decay groups.
+Precision: float32 weights; on a CUDA device that supports it the forward runs under bf16 autocast
+(model.bf16), LayerNorm, softmax and every loss in float32; elsewhere everything is float32, so a
+CPU run repeats itself. Left out on purpose: dropout (RL needs none), weight decay groups.
 """
 import math
 from dataclasses import dataclass
@@ -34,43 +33,50 @@ class GPTConfig:
     n_layer: int = 4        # transformer blocks
     n_head: int = 4         # attention heads per block
     n_embd: int = 128       # width of the residual stream; must divide by n_head
-    canon: int = 10         # positions each canon layer mixes (the current one and canon - 1 before it);
-                            # 0: no canon layers (nanoGPT's block)
+    canon: int = 10         # positions each canon layer mixes (this one and canon - 1 before
+                            # it); 0: no canon layers (nanoGPT's block)
 
 
 class KVCache:
-    """Keys and values of every layer for the tokens seen so far (a new token costs one position of
-    compute, not the whole sequence), and each canon layer's last canon - 1 inputs."""
+    """Keys and values of every layer for the tokens seen so far (a new token costs one position
+    of compute, not the whole sequence), and each canon layer's last canon - 1 inputs."""
 
     def __init__(self, config, batch_size, max_len, device, dtype=torch.float32):
-        shape = (config.n_layer, batch_size, config.n_head, max_len, config.n_embd // config.n_head)
-        self.k, self.v = torch.zeros(shape, device=device, dtype=dtype), torch.zeros(shape, device=device, dtype=dtype)
-        self.canon = torch.zeros(config.n_layer, batch_size, max(0, config.canon - 1), config.n_embd,
-                                 device=device, dtype=dtype)  # zeros: what comes before the first token
+        head_size = config.n_embd // config.n_head
+        shape = (config.n_layer, batch_size, config.n_head, max_len, head_size)
+        self.k = torch.zeros(shape, device=device, dtype=dtype)
+        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        canon_shape = (config.n_layer, batch_size, max(0, config.canon - 1), config.n_embd)
+        self.canon = torch.zeros(canon_shape, device=device, dtype=dtype)  # before the first token
         self.length = 0  # positions filled
 
 
 class Canon(nn.Module):
-    """h_t + sum_{o = 0}^{k-1} w_o * h_{t-o}, each channel with its own k weights: a causal depthwise
-    convolution, added to its input. h before the first token (and at padded positions) counts as 0."""
+    """(skip on a first read) h_t + sum_{o = 0}^{k-1} w_o * h_{t-o}, each channel with its own k
+    weights: a causal depthwise convolution, added to its input. h before the first token (and at
+    padded positions) counts as 0."""
 
     def __init__(self, n_embd, k):
         super().__init__()
         self.k = k
-        # conv1d's layout (C, 1, k): weight[c, 0, k - 1 - o] multiplies h_{t-o}. A random start, not a
-        # zero one: from zero the mixing gets almost no gradient while attention is still uniform.
+        # conv1d's layout (C, 1, k): weight[c, 0, k - 1 - o] multiplies h_{t-o}. A random start,
+        # not a zero one: from zero the mixing gets almost no gradient while attention is uniform.
         self.weight = nn.Parameter(torch.randn(n_embd, 1, k) * 0.5)
 
     def forward(self, h, token_mask=None, cache=None, layer=None):
-        """h (B, T, C); token_mask (B, T, 1), 1 for real tokens, or None; cache: a KVCache holding the
-        inputs before these T positions (and updated with them), or None. -> (B, T, C)"""
+        """h (B, T, C); token_mask (B, T, 1), 1 for real tokens, or None; cache: a KVCache holding
+        the inputs before these T positions (and updated with them), or None. -> (B, T, C)"""
         if token_mask is not None:
             h = h * token_mask
-        before = h.new_zeros(h.shape[0], self.k - 1, h.shape[2]) if cache is None else cache.canon[layer]
+        if cache is None:
+            before = h.new_zeros(h.shape[0], self.k - 1, h.shape[2])
+        else:
+            before = cache.canon[layer]
         window = torch.cat([before, h], dim=1)  # (B, k - 1 + T, C)
         if cache is not None:
             cache.canon[layer] = window[:, window.shape[1] - (self.k - 1):]
-        mixed = F.conv1d(window.transpose(1, 2), self.weight.to(h.dtype), groups=h.shape[2])  # (B, C, T)
+        weight = self.weight.to(h.dtype)
+        mixed = F.conv1d(window.transpose(1, 2), weight, groups=h.shape[2])  # (B, C, T)
         return h + mixed.transpose(1, 2)
 
 
@@ -84,13 +90,16 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x, mask, cache, layer):
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+                   for t in (q, k, v))  # (B, H, T, D)
         if cache is not None:
             start = cache.length
             cache.k[layer, :, :, start:start + T] = k
             cache.v[layer, :, :, start:start + T] = v
-            k, v = cache.k[layer, :, :, :start + T], cache.v[layer, :, :, :start + T]  # (B, H, S, D)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)  # (B, H, T, D)
+            k = cache.k[layer, :, :, :start + T]  # (B, H, S, D)
+            v = cache.v[layer, :, :, :start + T]
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                           is_causal=mask is None)  # (B, H, T, D)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
 
@@ -120,7 +129,7 @@ class GPT(nn.Module):
         self.wpe = nn.Embedding(config.block_size, config.n_embd)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.n_embd)
-        self.bf16 = True  # bf16 autocast of the forward pass on CUDA (not saved: a run-time choice)
+        self.bf16 = True  # bf16 autocast where supported (uses_bf16); a run-time choice, not saved
         self.apply(self._init_weights)
         for name, p in self.named_parameters():
             if name.endswith("attn.proj.weight") or name.endswith("mlp.2.weight"):
@@ -136,29 +145,31 @@ class GPT(nn.Module):
 
     def forward(self, idx, attention_mask=None, cache=None):
         """idx (B, T) token ids; attention_mask (B, S) with 1 for real tokens over every position
-        seen so far (S = cache.length + T), or None when nothing is padded; cache a KVCache or None.
-        Returns hidden (B, T, C) after the final LayerNorm and logits (B, T, V)."""
+        seen so far (S = cache.length + T), or None when nothing is padded; cache a KVCache or
+        None. Returns hidden (B, T, C) after the final LayerNorm and logits (B, T, V)."""
         hidden = self.hidden_states(idx, attention_mask, cache)
         return hidden, self.lm_head(hidden)
 
     def lm_head(self, hidden):
-        """Logits from hidden states through the tied embedding: (..., C) -> (..., V), bf16 under autocast."""
+        """Logits through the tied embedding: (..., C) -> (..., V), bf16 under autocast."""
         with self.autocast(hidden.device):
             return hidden @ self.wte.weight.T
 
     def autocast(self, device):
-        """bf16 autocast on CUDA when self.bf16, a no-op context otherwise."""
-        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.bf16 and device.type == "cuda")
+        """(skip on a first read) bf16 autocast where uses_bf16, a no-op context elsewhere."""
+        enabled = self.bf16 and uses_bf16(device)
+        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
 
     def hidden_states(self, idx, attention_mask=None, cache=None):
-        """forward() without the logits (B, T, C): PPO needs the logits of the response's positions only."""
+        """forward() without the logits (B, T, C): PPO needs the logits of the response only."""
         B, T = idx.shape
         past = cache.length if cache is not None else 0
         if past + T > self.config.block_size:
-            raise ValueError(f"sequence of {past + T} tokens is longer than block_size {self.config.block_size}")
+            raise ValueError(f"sequence of {past + T} tokens is longer than block_size "
+                             f"{self.config.block_size}")
         token_mask = None
         if attention_mask is None and past == 0:
-            positions, mask = torch.arange(T, device=idx.device).expand(B, T), None  # plain causal
+            positions, mask = torch.arange(T, device=idx.device).expand(B, T), None  # causal
         else:
             if attention_mask is None:
                 attention_mask = torch.ones(B, past + T, dtype=torch.long, device=idx.device)
@@ -169,7 +180,7 @@ class GPT(nn.Module):
             # (B, 1, T, S): causal and real keys only; a query may always see itself, so the rows
             # of padding positions are never empty (an empty row would make softmax NaN).
             mask = ((key <= query) & attention_mask.bool()[:, None, None, :]) | (key == query)
-            token_mask = attention_mask[:, past:, None].float()  # (B, T, 1): padding feeds no canon layer
+            token_mask = attention_mask[:, past:, None].float()  # (B, T, 1): padding feeds no canon
         with self.autocast(idx.device):
             x = self.wte(idx) + self.wpe(positions)  # (B, T, C)
             for layer, block in enumerate(self.blocks):
@@ -198,37 +209,45 @@ def left_pad(sequences, pad_id, device=None):
     return ids.to(device), mask.to(device)
 
 
-ALL_DONE_EVERY = {"cpu": 1}  # tokens between "all done?" checks: free on a CPU; a GPU runs ahead 8 meanwhile
+# Tokens between "all done?" checks: free on a CPU; a GPU runs 8 tokens ahead meanwhile
+ALL_DONE_EVERY = {"cpu": 1}
 
 
 @torch.no_grad()
-def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, greedy=False, generator=None,
-             with_logprobs=False):
+def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, greedy=False,
+             generator=None, with_logprobs=False, min_new_tokens=0):
     """Sample responses for a batch of prompts with a KV cache.
 
     prompts: list of B token-id lists (different lengths are left-padded).
-    Returns (tokens, logprobs, mask), each (B, N) with N <= max_new_tokens: the sampled ids (pad_id
-    after a sequence's EOS); log pi(token) at `temperature`, or None unless with_logprobs (PPO
-    recomputes them in one full pass, and the tests compare the two); 1 for real response tokens,
-    the EOS included.
-    The loop stops once every sequence has its EOS. Asking "all done?" waits for the device, so it
-    is asked every ALL_DONE_EVERY[device type] tokens; the columns past the longest response are then
-    cut, so the result is the same however often it is asked.
+    Returns (tokens, logprobs, mask), each (B, N) with N <= max_new_tokens: the sampled ids
+    (pad_id after a sequence's EOS); log pi(token) at `temperature`, or None unless with_logprobs
+    (PPO recomputes them in one full pass, and the tests compare the two); 1 for real response
+    tokens, the EOS included. min_new_tokens: no EOS before that many tokens (a sampler's rule,
+    as the authors' `min_new_tokens`; the log-probs are still the policy's own).
+    The loop stops once every sequence has its EOS. Asking "all done?" waits for the device, so
+    it is asked every ALL_DONE_EVERY[device type] tokens; the columns past the longest response
+    are then cut, so the result is the same however often it is asked.
     """
     device = next(model.parameters()).device
     idx, attention_mask = left_pad(prompts, pad_id, device)
     B, P = idx.shape
     if P + max_new_tokens > model.config.block_size:
-        raise ValueError(f"prompt of {P} tokens plus {max_new_tokens} new tokens exceeds block_size "
-                         f"{model.config.block_size}")
+        raise ValueError(f"prompt of {P} tokens plus {max_new_tokens} new tokens exceeds "
+                         f"block_size {model.config.block_size}")
     cache = KVCache(model.config, B, P + max_new_tokens, device, next(model.parameters()).dtype)
     logits = model(idx, attention_mask, cache)[1][:, -1]  # (B, V)
     done = torch.zeros(B, dtype=torch.bool, device=device)
     check_every = ALL_DONE_EVERY.get(device.type, 8)
     tokens, logprobs, masks = [], [], []
     for step in range(max_new_tokens):
-        token = logits.argmax(-1) if greedy else torch.multinomial(
-            torch.softmax(logits.float() / temperature, dim=-1), 1, generator=generator).squeeze(1)
+        if step < min_new_tokens:  # no EOS yet: the response cannot end before min_new_tokens
+            logits = logits.clone()
+            logits[:, eos_id] = float("-inf")
+        if greedy:
+            token = logits.argmax(-1)
+        else:
+            probs = torch.softmax(logits.float() / temperature, dim=-1)
+            token = torch.multinomial(probs, 1, generator=generator).squeeze(1)
         alive = ~done
         token = torch.where(alive, token, torch.full_like(token, pad_id))
         tokens.append(token)
@@ -236,7 +255,7 @@ def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, gr
             logprobs.append(token_logprobs(logits, token, temperature) * alive)
         masks.append(alive.long())
         done = done | (token == eos_id)
-        if (step + 1) % check_every == 0 and done.all():
+        if (step + 1) % check_every == 0 and done.all():  # PLUMBING: a wait for the device
             break
         if step + 1 < max_new_tokens:
             attention_mask = torch.cat([attention_mask, alive.long()[:, None]], dim=1)
@@ -245,3 +264,32 @@ def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, gr
     N = int(masks.sum(0).nonzero().max()) + 1  # the last column with a real token
     logprobs = torch.stack(logprobs, 1)[:, :N] if with_logprobs else None
     return torch.stack(tokens, 1)[:, :N], logprobs, masks[:, :N]
+
+
+# PLUMBING (skip on a first read): which device a run uses, and where bf16 autocast is on
+
+def pick_device(name="auto"):
+    """The device for name: "auto" picks CUDA, then Apple's MPS, then the CPU; any other name
+    is checked by allocating on it. Returns its name; ValueError in one line if torch cannot use
+    it. On CUDA, float32 matmuls may use TF32 (coarser than float32, finer than bf16)."""
+    if name == "auto":
+        if torch.cuda.is_available():
+            name = "cuda"
+        elif torch.backends.mps.is_available():
+            name = "mps"
+        else:
+            name = "cpu"
+    try:
+        torch.zeros(1, device=name)
+    except (RuntimeError, ValueError, AssertionError) as error:
+        raise ValueError(f"--device {name} is not a device torch can use here "
+                         f"({type(error).__name__}); try --device cpu") from None
+    if torch.device(name).type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    return name
+
+
+def uses_bf16(device):
+    """bf16 autocast only on a CUDA device that supports bf16; float32 on the CPU and MPS."""
+    return device.type == "cuda" and torch.cuda.is_bf16_supported()

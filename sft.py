@@ -1,7 +1,7 @@
 """Pretraining and SFT: next-token training on answers, then greedy (or sampled) responses.
 
     SFT:          <|bos|> prompt <|response|> demonstration <|eos|>
-    pretraining:  <|bos|> passage Question: q1 <|response|> a1 <|eos|> Question: q2 <|response|> a2 <|eos|> ...
+    pretraining:  <|bos|> passage Question: q1 <|response|> a1 <|eos|> Question: q2 ...
 
 The loss falls on the answer tokens only (and their EOS). Pretraining reads documents of the task's
 correct text (data.document), as a base model reads text before it is fine-tuned: on qa one
@@ -24,15 +24,20 @@ MAX_NEW_TOKENS = 64  # longest response the policy may write; demonstrations fit
 # SFT: next-token cross-entropy on the demonstrations, response tokens only
 
 def fit(model, batch_loss, steps, lr, warmup=0, desc="train", seed=0, evaluate=None, eval_every=0):
-    """The optimisation loop SFT and the reward models share: Adam (no weight decay: the models are
-    tiny and the data plentiful), linear warm-up over `warmup` steps, then cosine decay to 10% of lr,
-    gradients clipped to norm 1. batch_loss(step, rng) -> (loss, {name: 0-d tensor to show}), rng the
-    loop's random.Random(seed). evaluate(model) -> {name: float}, every eval_every steps (and after
-    the last), in eval mode: the learning curve. Returns (the loss per step, the curve [(step, metrics)])."""
+    """The optimisation loop SFT and the reward models share: Adam (no weight decay: the models
+    are tiny and the data plentiful), linear warm-up over `warmup` steps, then cosine decay to 10%
+    of lr, gradients clipped to norm 1. batch_loss(step, rng) -> (loss, {name: 0-d tensor to
+    show}), rng the loop's random.Random(seed). evaluate(model) -> {name: float}, every eval_every
+    steps (and after the last), in eval mode: the learning curve.
+    Returns (the loss per step, the curve [(step, metrics)])."""
+    def lr_factor(step):  # warm-up, then cosine from 1 to 0.1
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.1 + 0.45 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+
     rng = random.Random(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.95))
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: (s + 1) / warmup if s < warmup else
-                                                 0.1 + 0.45 * (1 + math.cos(math.pi * (s - warmup) / max(1, steps - warmup))))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
     losses, curve = [], []
     model.train()
     bar = tqdm(range(steps), desc=desc, leave=False)
@@ -41,15 +46,17 @@ def fit(model, batch_loss, steps, lr, warmup=0, desc="train", seed=0, evaluate=N
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        # the step's one wait for the device: the loss and the bar's numbers together
-        loss_value, *shown = torch.stack([loss.detach(), *parts.values()]).tolist()
+        # PLUMBING: the step's one wait for the device: the loss and the bar's numbers together
+        measured = torch.stack([loss.detach(), *parts.values()]).tolist()
+        loss_value, shown = measured[0], measured[1:]
         if not math.isfinite(loss_value):  # before the step reaches the weights
             raise FloatingPointError(f"{desc}: the loss is {loss_value} at step {step}")
         optimizer.step()
         schedule.step()
         losses.append(loss_value)
         bar.set_postfix({k: f"{v:.3f}" for k, v in zip(parts, shown)}, refresh=False)
-        if evaluate is not None and eval_every and ((step + 1) % eval_every == 0 or step + 1 == steps):
+        at_point = (step + 1) % eval_every == 0 or step + 1 == steps if eval_every else False
+        if evaluate is not None and at_point:
             model.eval()
             curve.append((step + 1, evaluate(model)))
             model.train()
@@ -61,14 +68,16 @@ def document_batch(tokenizer, documents, device, max_len=None):
     """Documents, each a list of turns (text, answer), as right-padded rows
     <|bos|> text_1 <|response|> answer_1 <|eos|> text_2 <|response|> answer_2 <|eos|> ..., each
     keeping the turns that fit in max_len tokens (at least the first). Returns inputs, targets and
-    loss_mask (B, T): 1 where the target is an answer token or an EOS; the texts are context only."""
+    loss_mask (B, T): 1 where the target is an answer token or an EOS; the texts are context
+    only."""
     rows = []
     for turns in documents:
         row, answer_at = [tokenizer.bos_id], []
         for text, answer in turns:
             context = [*tokenizer.encode(text), tokenizer.response_id]
             answer_ids = [*tokenizer.encode(answer), tokenizer.eos_id]
-            if answer_at and max_len is not None and len(row) + len(context) + len(answer_ids) > max_len:
+            longer = len(row) + len(context) + len(answer_ids)
+            if answer_at and max_len is not None and longer > max_len:
                 break
             row += context
             answer_at.append((len(row), len(row) + len(answer_ids)))
@@ -82,23 +91,26 @@ def document_batch(tokenizer, documents, device, max_len=None):
         inputs[i, :len(row) - 1] = torch.tensor(row[:-1])
         targets[i, :len(row) - 1] = torch.tensor(row[1:])
         for start, end in answer_at:
-            loss_mask[i, start - 1:end - 1] = 1  # position start-1 predicts the answer's first token
+            loss_mask[i, start - 1:end - 1] = 1  # start-1 predicts the answer's first token
     return inputs.to(device), targets.to(device), loss_mask.to(device)
 
 
-def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed, evaluate=None, eval_every=0,
-              document=None, desc="sft"):
+def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed, evaluate=None,
+              eval_every=0, document=None, desc="sft"):
     """Next-token cross-entropy on the demonstrations (fit, 5% warm-up), each batch drawn at random
     from the whole pool (with about steps * batch_size of them, each is seen about once). document(
-    example, rng) -> turns: what is read of an example instead (pretraining's documents, data.document).
+    example, rng) -> turns: what is read of an example instead (pretraining's documents,
+    data.document).
     Returns (the loss per step, the curve of evaluate(model) every eval_every steps): see fit."""
     document = document or (lambda e, rng: [(e.prompt, e.demonstration)])
 
     def batch_loss(step, rng):
         documents = [document(e, rng) for e in rng.sample(examples, batch_size)]
-        inputs, targets, loss_mask = document_batch(tokenizer, documents, device, model.config.block_size)
-        _, logits = model(inputs)                                                          # (B, T, V)
-        nll = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none")  # (B*T,)
+        inputs, targets, loss_mask = document_batch(tokenizer, documents, device,
+                                                    model.config.block_size)
+        _, logits = model(inputs)                                               # (B, T, V)
+        nll = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(),
+                              reduction="none")                                 # (B*T,)
         loss = (nll * loss_mask.flatten()).sum() / loss_mask.sum()  # mean over answer tokens
         return loss, {"loss": loss.detach()}
 
@@ -114,8 +126,9 @@ def response_ids(tokenizer, tokens, mask):
             for row, m in zip(tokens.tolist(), mask.tolist())]
 
 
-def respond(model, tokenizer, prompts, greedy=True, temperature=1.0, batch_size=100, generator=None, desc="generate"):
-    """Responses to prompt strings: (texts, token ids), up to the EOS; desc None: no progress bar."""
+def respond(model, tokenizer, prompts, greedy=True, temperature=1.0, batch_size=100,
+            generator=None, desc="generate"):
+    """Responses to prompt strings: (texts, token ids), up to the EOS; desc None: no bar."""
     ids = []
     for i in tqdm(range(0, len(prompts), batch_size), desc=desc, leave=False, disable=desc is None):
         chunk = [tokenizer.prompt(p) for p in prompts[i:i + batch_size]]

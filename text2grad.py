@@ -1,47 +1,51 @@
-"""text2grad.py: Text2Grad against scalar PPO on one toy task, end to end, read top to bottom.
+"""text2grad.py: the first look. Text2Grad against scalar RLHF on one toy task, end to end.
 
-    python text2grad.py                      # summarize, one seed: a first look in a few minutes
+    python text2grad.py                      # summarize, seed 0
     python text2grad.py --task code --seed 1
+    python text2grad.py --help               # every flag, with its help line
 
     data -> tokenizer -> pretraining -> SFT policy -> annotation by the task's critic
-    -> reward models -> PPO with each method's reward (the 2 x 2 below) -> test -> one table
+    -> reward models -> PPO with each method's reward -> test -> what it prints and draws
 
 The one idea is reward_function: the same critique lands either on the tokens its spans name
-(Text2Grad) or, summed, on the last token (scalar RLHF), judged by a learned reward model or by the
-critic itself; everything else is shared. Left to the lab (`python -m experiments.protocol`): seeds
-and intervals, choosing GAE lambda on validation (LAMBDAS below), the no-critique ablation, the
-reward model refreshed on the policy's samples as PPO runs (experiments/refresh.py), resume.
+(Text2Grad) or, summed, on the last token (scalar RLHF), judged by a learned reward model or by
+the critic itself; everything else is shared. Then landing.py measures where each method's first
+update moved log pi. Left to the lab (`python -m experiments.protocol`): seeds and intervals,
+choosing GAE lambda on validation (LAMBDAS), the no-critique ablation, the reward model refreshed
+on the policy's samples during PPO, resume.
 """
 import argparse
 import copy
 import dataclasses
-import os
+import inspect
+import re
 import time
 
 import torch
 
 import guards
+import landing
 import ppo
 from align import align
-from data import document, experiment_splits, get_task
+from data import TASKS, document, experiment_splits, get_task
 from data.annotations import annotate
 from data.tokenizer import Tokenizer, training_texts
-from model import GPT, GPTConfig
+from model import GPT, GPTConfig, pick_device
 from reward import RewardModel, encode_records, evaluate_reward_model, train_reward_model
 from sft import MAX_NEW_TOKENS, evaluate, respond, response_ids, train_sft
 
 
 @dataclasses.dataclass
-class Config:  # a first look's sizes, a few minutes on 2 CPU cores; the lab's experiment is larger
-    task: str = "summarize"       # the toy task: summarize, code or qa (data/)
+class Config:  # the first look's sizes: minutes on 2 CPU cores; the lab's experiment is larger
+    task: str = "summarize"       # the toy task (data/)
     seed: int = 0                 # every random draw: data, weights, batches, samples
-    device: str = "auto"          # auto (cuda if there is one), cpu, cuda, cuda:1, ...
+    device: str = "auto"          # auto (CUDA, then Apple's MPS, then the CPU), cpu, cuda:1, ...
     # data: the tasks are generated, so the SFT pool is fresh text (each example drawn about once)
-    train: int = 4000             # PPO's training prompts (the tokenizer reads their examples' text)
+    train: int = 4000             # PPO's prompts (the tokenizer reads their examples' text)
     annotated: int = 1000         # training prompts whose sampled responses the critic annotates
     demonstrations: int = 16000   # the pretraining and SFT pool
     validation: int = 100         # validation prompts (the PPO curves)
-    test: int = 200               # test prompts (the table)
+    test: int = 100               # test prompts (the table)
     vocab_size: int = 1024        # byte-level BPE vocabulary, special tokens included
     # the GPT (policy, reference and reward-model trunk alike)
     n_layer: int = 4              # transformer blocks
@@ -49,32 +53,43 @@ class Config:  # a first look's sizes, a few minutes on 2 CPU cores; the lab's e
     n_embd: int = 128             # width of the residual stream
     block_size: int = 256         # longest sequence the positions cover
     # pretraining and SFT (sft.fit: Adam, warm-up, cosine decay)
-    pretrain_steps: int = 300     # steps on documents of the task's correct text (data.document)
-    sft_steps: int = 500          # steps on the flawed demonstrations
-    batch_size: int = 32          # sequences per step (pretraining, SFT and the reward models)
+    pretrain_steps: int = 50      # steps on documents of the task's correct text (data.document)
+    sft_steps: int = 300          # steps on the flawed demonstrations
+    batch_size: int = 32          # sequences per step (pretraining, SFT, the reward models)
     lr: float = 2e-3              # peak learning rate of pretraining and SFT
     # annotation and the reward models
     samples_per_prompt: int = 1   # responses sampled per annotated prompt (temperature 1)
-    reward_steps: int = 150       # steps per reward model
-    reward_lr: float = 2e-3       # their learning rate
+    reward_steps: int = 60        # steps per reward model
+    reward_lr: float = 2e-3       # the reward models' learning rate
     # PPO: the same for every method (ppo.PPOConfig holds the rest)
-    updates: int = 12             # PPO iterations
-    ppo_batch_size: int = 64      # prompts per rollout
-    minibatch_size: int = 32      # sequences per gradient step
+    methods: str = "text2grad,text2grad_last,oracle,oracle_scalar"  # METHODS to run, or "all"
+    updates: int = 8              # PPO iterations
+    ppo_batch_size: int = 32      # prompts per rollout
+    minibatch_size: int = 16      # sequences per gradient step
     ppo_lr: float = 5e-5          # the policy's Adam learning rate
-    eval_every: int = 4           # updates between points of the validation curve
-    advantage: str = "gae"        # "gae": PPO's, with a value head; "grpo": no value head, groups (ppo.group_advantages)
-    group: int = 8                # grpo: responses per prompt (ppo_batch_size / group prompts per rollout)
-    per: str = "token"            # grpo, span methods: "token", or "response" (the sum-collapse); last token: "response"
+    min_new_tokens: int = None    # no EOS sampled before this many tokens; None: the task's
+                                  # (MIN_NEW_TOKENS); 0: answers may stop before a fact
+    eval_every: int = 2           # updates between points of the validation curve
+    advantage: str = "gae"        # gae: PPO's, with a value head; grpo: groups, no value head
+    group: int = 8                # grpo: responses per prompt
+    per: str = "token"            # grpo on the span methods: token, or response (the sum-collapse)
     compile: bool = False         # torch.compile the hot loss path (loss.py)
-    figure: str = "first_look.svg"  # where the validation curves are drawn (SVG); "" for none
+    figure: str = "first_look.svg"  # the curves and one answer token by token; "" for none
 
 
-# GAE lambda per task and method, chosen from {0, 0.5, 0.95} on validation by the experiment at seed 100 (RESULTS.md)
-LAMBDAS = {"summarize": {"ppo_scalar": 0.95, "text2grad_last": 0.95, "text2grad": 0.95, "oracle_scalar": 0.95,
-                         "oracle": 0.95},
-           "code": {"ppo_scalar": 0.95, "text2grad_last": 0.95, "text2grad": 0.5, "oracle_scalar": 0.95, "oracle": 0.5},
-           "qa": {"ppo_scalar": 0.95, "text2grad_last": 0.95, "text2grad": 0.95, "oracle_scalar": 0.95, "oracle": 0.95}}
+CHOICES = {"task": TASKS, "advantage": ("gae", "grpo"), "per": ("token", "response")}
+
+# GAE lambda per task and method, chosen from {0, 0.5, 0.95} on validation by the lab's experiment
+# at seed 100 (RESULTS.md): the paper's 0.95, but the span methods' 0.5 on code
+LAMBDAS = {task: {"ppo_scalar": 0.95, "text2grad_last": 0.95, "text2grad": 0.95,
+                  "oracle_scalar": 0.95, "oracle": 0.95} for task in TASKS}
+LAMBDAS["code"].update(text2grad=0.5, oracle=0.5)
+
+# No EOS before this many response tokens. An answer that leaves a fact out has no span a critic
+# can quote, so no reward here charges it: at 0 the policy learns to stop a summary after the
+# amount, before the plan (README, Things to try). Summaries with every fact take 15-20 tokens and
+# those stopped after the amount 7-10; the authors sample at least 45 new tokens on SLF5K.
+MIN_NEW_TOKENS = {"summarize": 12}
 
 # The reward models: name -> (kind, cot). "cot" is Text2Grad's (critique first, then a label per
 # token); "no_cot" the paper's ablation without the critique; "scalar" one score per response.
@@ -83,35 +98,42 @@ REWARD_MODELS = {"cot": ("span", True), "no_cot": ("span", False), "scalar": ("s
 #                        every token                last token
 #   learned model        text2grad (cot)            text2grad_last (cot), ppo_scalar (scalar)
 #   the critic itself    oracle                     oracle_scalar
-# Across a row only the placement changes, down the every-token column only the judge (CONTRASTS).
-METHODS = {"ppo_scalar": ("scalar", "last"), "text2grad_last": ("cot", "last"), "text2grad": ("cot", "every"),
-           "oracle_scalar": ("critic", "last"), "oracle": ("critic", "every")}
-CONTRASTS = {"the paper's": ("text2grad", "ppo_scalar"), "placement, learned": ("text2grad", "text2grad_last"),
-             "placement, critic": ("oracle", "oracle_scalar"), "judge, every token": ("oracle", "text2grad"),
+# Across a row only the placement changes, down the every-token column only the judge.
+METHODS = {"ppo_scalar": ("scalar", "last"), "text2grad_last": ("cot", "last"),
+           "text2grad": ("cot", "every"), "oracle_scalar": ("critic", "last"),
+           "oracle": ("critic", "every")}
+CONTRASTS = {"the paper's": ("text2grad", "ppo_scalar"),
+             "placement, learned": ("text2grad", "text2grad_last"),
+             "placement, critic": ("oracle", "oracle_scalar"),
+             "judge, every token": ("oracle", "text2grad"),
              "learned judge, last": ("text2grad_last", "ppo_scalar")}
 
 
+# METHOD: the one place the methods differ
+
 def reward_function(method, task, tokenizer, examples, reward_models, shaping=None):
-    """The reward for PPO, the one place the methods differ: f(indices, tokens, mask) -> scores (B, N)
-    for sampled responses to examples[indices]. METHODS[method] = (judge, where):
+    """The reward for PPO: f(indices, tokens, mask) -> scores (B, N) for sampled responses to
+    examples[indices]. METHODS[method] = (judge, where):
       judge "cot"     Text2Grad's reward model writes a critique, then a delta per token
             "no_cot"  the same model without the critique
             "critic"  the task's own critic, its spans aligned to the sampled tokens
             "scalar"  the scalar reward model: one number per response, trained on what
                       oracle_scalar is paid (reward.scalar_targets)
-      where "every"   score_t = delta_t on every response token, through the guards (guards.shaped_scores)
+      where "every"   score_t = delta_t on every response token, through the guards
+                      (guards.shaped_scores)
             "last"    the same scores summed, sum_t score_t, on the last real token, 0 elsewhere
                       (ppo.final_scores): the same information in one number. The scalar model's
                       number is its own; with cut_praise a cut response's score is capped at 0.
     shaping (guards.Guards) None: no guard at all, the judge's own numbers."""
     judge, where = METHODS[method]
     if judge == "scalar" and where != "last":
-        raise ValueError(f"{method}: the scalar reward model has one score per response; it can only land on the last token")
+        raise ValueError(f"{method}: the scalar reward model's one score can only land last")
     prompts = [tokenizer.encode(e.prompt) for e in examples]
     shaping = shaping or guards.Guards(praise="token", cut_praise=False, praise_fade_at=None)
 
     def scores(indices, tokens, mask):
-        ids, ended, mask = response_ids(tokenizer, tokens, mask), ppo.ended_with_eos(tokens, mask, tokenizer.eos_id), mask.float()
+        ids = response_ids(tokenizer, tokens, mask)
+        ended, mask = ppo.ended_with_eos(tokens, mask, tokenizer.eos_id), mask.float()
         batch_prompts = [prompts[i] for i in indices]
         if judge == "scalar":
             values = torch.tensor(reward_models["scalar"].predict(tokenizer, batch_prompts, ids))
@@ -129,121 +151,191 @@ def reward_function(method, task, tokenizer, examples, reward_models, shaping=No
     return scores
 
 
+# METHOD: the stages, top to bottom
+
 def run(config):
-    """The method on one task, stage by stage; prints what each stage made and, last, the table."""
+    """The method on one task, stage by stage; prints what each stage made, then the table,
+    where each method's first update landed, and draws config.figure. Returns (table, landed):
+    table[method] = {"lambda", "curve": [(score, watched share)], "test": (score, share)},
+    landed[method] = landing.landed's numbers of its first update."""
     task, device, start = get_task(config.task), config.device, time.time()
     say = lambda message: print(f"[{task.NAME} {time.time() - start:4.0f}s] {message}")
     torch.manual_seed(config.seed)
+    watched, watched_name = task.WATCHED  # what the curves are read beside (data/__init__.py)
+    chosen = METHODS if config.methods == "all" else config.methods.split(",")
+    methods = {method: placed for method, placed in METHODS.items() if method in chosen}
+
+    def scored(gpt, examples):  # greedy answers: (the task's metric, the watched share)
+        summary = evaluate(task, gpt, tokenizer, examples)[0]
+        return summary[task.PRIMARY], summary[watched]
 
     # data and tokenizer: the tokenizer reads the training split only
     splits, demonstrations = experiment_splits(task, dataclasses.asdict(config), config.seed)
     tokenizer = Tokenizer.train(training_texts(task, splits["train"]), config.vocab_size)
 
     # pretraining on the task's correct text, then SFT on the flawed demonstrations
-    policy = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=config.block_size, n_layer=config.n_layer,
-                           n_head=config.n_head, n_embd=config.n_embd)).to(device)
-    train_sft(policy, tokenizer, demonstrations, config.pretrain_steps, config.batch_size, config.lr, device,
-              config.seed, document=lambda e, rng: document(task, e, rng), desc="pretraining")
-    train_sft(policy, tokenizer, demonstrations, config.sft_steps, config.batch_size, config.lr, device, config.seed)
-    sft_test, _, _ = evaluate(task, policy, tokenizer, splits["test"])
-    say(f"SFT: test {task.PRIMARY} {sft_test[task.PRIMARY]:.3f}, the critic blames {sft_test['criticised']:.0%} "
-        f"of its responses")
+    policy = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=config.block_size,
+                           n_layer=config.n_layer, n_head=config.n_head,
+                           n_embd=config.n_embd)).to(device)
+    train_sft(policy, tokenizer, demonstrations, config.pretrain_steps, config.batch_size,
+              config.lr, device, config.seed, document=lambda e, rng: document(task, e, rng),
+              desc="pretraining")
+    train_sft(policy, tokenizer, demonstrations, config.sft_steps, config.batch_size, config.lr,
+              device, config.seed)
+    sft_test = scored(policy, splits["test"])
+    say(f"SFT: test {task.PRIMARY} {sft_test[0]:.3f}; {watched_name}: {sft_test[1]:.0%}")
 
     # annotation: the SFT policy's own samples, read by the task's critic (the paper's GPT-4o)
     generator = torch.Generator(device).manual_seed(config.seed)
     records, items = {}, {}
     for split, k in (("train", config.samples_per_prompt), ("test", 1)):
-        examples = [e for e in (demonstrations[:config.annotated] if split == "train" else splits[split])
-                    for _ in range(k)]
-        responses, _ = respond(policy, tokenizer, [e.prompt for e in examples], greedy=False, generator=generator,
-                               desc=f"annotate {split}")
-        records[split], items[split], _ = encode_records(tokenizer, annotate(task, examples, responses),
-                                                         config.block_size)
+        pool = demonstrations[:config.annotated] if split == "train" else splits[split]
+        examples = [e for e in pool for _ in range(k)]
+        responses, _ = respond(policy, tokenizer, [e.prompt for e in examples], greedy=False,
+                               generator=generator, desc=f"annotate {split}")
+        annotated = annotate(task, examples, responses)
+        records[split], items[split], _ = encode_records(tokenizer, annotated, config.block_size)
 
     # the reward models, each from a copy of the SFT policy: Text2Grad's and the scalar one
-    reward_models, shaping = {}, guards.Guards(praise=guards.PRAISE[task.NAME])  # the guards PPO is paid through
-    for name in sorted({judge for judge, _ in METHODS.values() if judge in REWARD_MODELS}):
+    shaping = guards.Guards(praise=guards.PRAISE[task.NAME])  # the guards PPO is paid through
+    reward_models = {}
+    for name in sorted({judge for judge, _ in methods.values() if judge in REWARD_MODELS}):
         kind, cot = REWARD_MODELS[name]
         model = RewardModel(copy.deepcopy(policy), kind, cot, shaping).to(device)
-        train_reward_model(model, tokenizer, items["train"], config.reward_steps, config.batch_size,
-                           config.reward_lr, device, config.seed, desc=f"reward model ({name})")
-        metrics, _, _ = evaluate_reward_model(model, tokenizer, records["test"], items["test"])
-        say(f"reward model {name}: " + (f"test span F1 praised {metrics['positive_f1']:.3f}, blamed "
-                                        f"{metrics['negative_f1']:.3f}" if kind == "span" else
-                                        f"test correlation with its target {metrics['score_correlation']:.3f}"))
+        train_reward_model(model, tokenizer, items["train"], config.reward_steps,
+                           config.batch_size, config.reward_lr, device, config.seed,
+                           desc=f"reward model ({name})")
+        metrics = evaluate_reward_model(model, tokenizer, records["test"], items["test"])[0]
+        if kind == "span":
+            say(f"reward model {name}: test span F1 praised {metrics['positive_f1']:.3f}, "
+                f"blamed {metrics['negative_f1']:.3f}")
+        else:
+            say(f"reward model {name}: test correlation with its target "
+                f"{metrics['score_correlation']:.3f}")
         reward_models[name] = model
 
-    # PPO from the SFT policy with each method's reward; the same prompts and seed for every method
+    # PPO from the SFT policy with each method's reward: the same prompts and seed for every
+    # method, so their first update samples the same answers; landing.py reads that update
     prompts = [tokenizer.prompt(e.prompt) for e in splits["train"]]
-    validate = lambda gpt: evaluate(task, gpt, tokenizer, splits["validation"])[0][task.PRIMARY]  # the curve's points
-    table = {"sft": (None, [sft_test[task.PRIMARY]], sft_test[task.PRIMARY])}
-    for method in METHODS:
-        lam = LAMBDAS[task.NAME].get(method, 0.95)  # the paper's 0.95 for a method not listed
-        ppo_config = ppo.PPOConfig(updates=config.updates, batch_size=config.ppo_batch_size,
-                                   minibatch_size=config.minibatch_size, lr=config.ppo_lr, lam=lam,
-                                   max_new_tokens=MAX_NEW_TOKENS, compile=config.compile, advantage=config.advantage,
-                                   group=config.group, per=config.per if METHODS[method][1] == "every" else "response")
+    min_new_tokens = config.min_new_tokens
+    if min_new_tokens is None:
+        min_new_tokens = MIN_NEW_TOKENS.get(task.NAME, 0)
+    table = {"sft": {"lambda": None, "curve": [sft_test], "test": sft_test}}
+    first = {}  # method -> where its first update landed (landing.first_update)
+    for method, (judge, where) in methods.items():
+        ppo_config = ppo.PPOConfig(
+            updates=config.updates, batch_size=config.ppo_batch_size,
+            minibatch_size=config.minibatch_size, lr=config.ppo_lr,
+            lam=LAMBDAS[task.NAME].get(method, 0.95), max_new_tokens=MAX_NEW_TOKENS,
+            min_new_tokens=min_new_tokens, compile=config.compile, advantage=config.advantage,
+            group=config.group, per=config.per if where == "every" else "response")
         reward = reward_function(method, task, tokenizer, splits["train"], reward_models, shaping)
+
+        def watch(update, indices, batch, model):
+            if update == 1:
+                examples = [splits["train"][i] for i in indices]
+                first[method] = landing.first_update(task, tokenizer, examples, batch, model,
+                                                     ppo_config.temperature)
+
         trained = ppo.PolicyWithValue(copy.deepcopy(policy), ppo_config.detach_value)
-        curve, _, _ = ppo.train(trained, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, ppo_config,
-                                seed=config.seed, evaluate=validate, eval_every=config.eval_every, desc=f"ppo {method}")
-        test, _, _ = evaluate(task, trained.gpt, tokenizer, splits["test"])
-        table[method] = (lam if config.advantage == "gae" else "-", [score for _, score in curve], test[task.PRIMARY])
-        say(f"PPO {method}: test {task.PRIMARY} {test[task.PRIMARY]:.3f}")
+        curve, _, _ = ppo.train(trained, policy, prompts, reward, tokenizer.eos_id,
+                                tokenizer.pad_id, ppo_config, seed=config.seed,
+                                evaluate=lambda gpt: scored(gpt, splits["validation"]),
+                                eval_every=config.eval_every, desc=f"ppo {method}", watch=watch)
+        test = scored(trained.gpt, splits["test"])
+        table[method] = {"lambda": ppo_config.lam if config.advantage == "gae" else None,
+                         "curve": [point[1:] for point in curve], "test": test}
+        say(f"PPO {method}: test {task.PRIMARY} {test[0]:.3f}; {watched_name}: {test[1]:.0%}")
 
-    print(f"\n{task.NAME}, seed {config.seed}, {config.advantage.upper()}: validation {task.PRIMARY} by update (every {config.eval_every}), then "
-          f"test. One seed: how much a difference means is for the lab's intervals (experiments/protocol.py)")
-    print(f"{'method':19s} {'judge':7s} {'lands on':11s} {'lambda':>6s}  {'validation curve':32s} {'test':>6s}")
-    for method, (lam, curve, test) in table.items():
-        judge, where = METHODS.get(method, ("-", "-"))
-        print(f"{method:19s} {judge:7s} {where if where == '-' else where + ' token':11s} {'-' if lam is None else lam:>6}  "
-              f"{' '.join(f'{s:.2f}' for s in curve):32s} {test:6.3f}")
-    for name, (a, b) in CONTRASTS.items():  # what placement did, and what the judge did, on this run
-        curve = " ".join(f"{x - y:+.2f}" for x, y in zip(table[a][1], table[b][1]))
-        print(f"{name:19s} {a} - {b}".ljust(47) + f" {curve:32s} {table[a][2] - table[b][2]:+6.3f}")
+    landed = {method: landing.landed(measured) for method, measured in first.items()}
+    report(table, landed, task, config, watched_name)
     if config.figure:
-        figure(table, config, task.PRIMARY)
-    return table
+        landing.draw(config.figure, table, first, task, config, methods)
+        print(f"drawn: {config.figure} (open it in a browser)")
+    return table, landed
 
 
-def figure(table, config, primary):
-    """The validation curves as an SVG chart: colour for who judges, dashed where it lands on the last token."""
-    colours, curves = {"scalar": "#e08a1e", "cot": "#1f6fb4", "critic": "#2f9e44"}, {m: table[m][1] for m in METHODS}
-    low, high = min(map(min, curves.values())), max(map(max, curves.values())) + 1e-9
-    x, y = lambda j: 50 + 380 * j / (len(curves["oracle"]) - 1), lambda v: 270 - 240 * (v - low) / (high - low)
-    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="640" height="300" font-family="sans-serif" font-size="12">'
-           f'<rect width="640" height="300" fill="#fff"/><text x="10" y="18">{config.task}, seed {config.seed}: validation '
-           f'{primary}, {low:.2f} (bottom) to {high:.2f} (top), updates 0 to {config.updates} (every {config.eval_every})</text>']
-    for i, (method, curve) in enumerate(curves.items()):
-        style = f'fill="none" stroke="{colours[METHODS[method][0]]}" stroke-width="2"' + (
-            ' stroke-dasharray="6 4"' if METHODS[method][1] == "last" else "")
-        svg += [f'<polyline {style} points="{" ".join(f"{x(j):.0f},{y(v):.0f}" for j, v in enumerate(curve))}"/>',
-                f'<polyline {style} points="450,{40 + 20 * i} 480,{40 + 20 * i}"/><text x="486" y="{44 + 20 * i}">{method}</text>']
-    with open(config.figure, "w") as f:
-        f.write("\n".join(svg + ["</svg>\n"]))
-    print(f"the validation curves, drawn: {config.figure}")
+def report(table, landed, task, config, watched_name):
+    """What the first look prints: each method's curve and test score with the watched share, the
+    contrasts, and where each method's first update landed (landed). One seed: the README
+    gives each number's spread over seeds, which says whether a difference means anything."""
+    print(f"\n{task.NAME}, seed {config.seed}: validation {task.PRIMARY} before PPO and every "
+          f"{config.eval_every} updates, then test; after |, {watched_name}")
+    print(f"{'method':15s} {'judge':6s} {'lands on':5s} {'lambda':>6s}  {'validation':24s} "
+          f"{'test':>5s} | {'validation':24s} {'test':>5s}")
+    for method, row in table.items():
+        judge, where = METHODS.get(method, ("-", "-"))
+        lam = "-" if row["lambda"] is None else row["lambda"]
+        scores = " ".join(f"{score:.2f}" for score, _ in row["curve"])
+        shares = " ".join(f"{share:4.0%}" for _, share in row["curve"])
+        print(f"{method:15s} {judge:6s} {where:5s} {lam:>6}  {scores:24s} {row['test'][0]:5.3f} | "
+              f"{shares:24s} {row['test'][1]:5.0%}")
+    print("\nContrasts on test, one seed (the README gives their spread over seeds):")
+    for name, (a, b) in CONTRASTS.items():
+        if a not in table or b not in table:
+            continue
+        difference = table[a]["test"][0] - table[b]["test"][0]
+        print(f"  {name:20s} {a} - {b}".ljust(50) + f" {difference:+.3f}")
+    rows = landed
+    blamed = next(iter(rows.values()))["blamed_tokens"]
+    print(f"\nWhere the first update landed (landing.py): on the same {config.ppo_batch_size} "
+          f"sampled answers for every method, whose tokens the critic blamed {blamed:.0%} of, the "
+          f"share of the movement of log pi that is blamed tokens falling (the landing share)")
+    print(f"{'method':15s} {'landing share':>13s} {'change of log pi: blamed':>25s} {'others':>8s}")
+    for method, row in rows.items():
+        print(f"{method:15s} {row['landing_share']:13.2f} {row['blamed_change']:25.3f} "
+              f"{row['others_change']:8.3f}")
+    for name in ("placement, learned", "placement, critic"):
+        a, b = CONTRASTS[name]
+        if a not in rows or b not in rows:
+            continue
+        difference = rows[a]["landing_share"] - rows[b]["landing_share"]
+        print(f"  {name:20s} {a} - {b}".ljust(50) + f" {difference:+.2f}")
+
+
+# PLUMBING: the command line, every flag a Config field with its comment as its help line
+
+def field_help(cls):
+    """{field name: its comment} read from cls's source, a comment continued on the lines below
+    it at the same column: the comments are the one source of the help lines."""
+    helps, name, column = {}, None, None
+    for line in inspect.getsource(cls).splitlines():
+        field = re.match(r"\s+(\w+): [^#]+#\s*(.*)", line)
+        if field:
+            name, column = field.group(1), line.index("#")
+            helps[name] = field.group(2)
+        elif name and line.find("#") == column and not line[:column].strip():
+            helps[name] += " " + line[column + 1:].strip()
+        else:
+            name = None
+    return helps
 
 
 def main(argv=None):
     """Every Config field is a flag: --task code, --updates 24, --compile, ..."""
-    parser = argparse.ArgumentParser(prog="text2grad.py", description=__doc__.split("\n\n")[0],
-                                     epilog="Each flag is a field of Config, explained beside it at the top of text2grad.py.")
+    parser = argparse.ArgumentParser(prog="text2grad.py", description=__doc__.split("\n\n")[0])
+    helps = field_help(Config)
     for field in dataclasses.fields(Config):
-        kind = {"action": argparse.BooleanOptionalAction} if field.type is bool else {"type": field.type}
-        parser.add_argument(f"--{field.name.replace('_', '-')}", default=field.default, **kind)
+        kind = {"action": argparse.BooleanOptionalAction} if field.type is bool else {
+            "type": field.type}
+        parser.add_argument(f"--{field.name.replace('_', '-')}", default=field.default,
+                            choices=CHOICES.get(field.name), help=helps[field.name] +
+                            (f" (default: {field.default!r})" if field.type is not bool else ""),
+                            **kind)
     config = Config(**vars(parser.parse_args(argv)))
-    if config.task not in guards.PRAISE:
-        parser.error(f"--task must be one of {', '.join(guards.PRAISE)}")
-    if config.advantage not in ("gae", "grpo") or config.per not in ("token", "response") or (
-            config.advantage == "grpo" and (config.group < 2 or config.ppo_batch_size % config.group)):
-        parser.error("--advantage gae or grpo, --per token or response; with grpo, --group at least 2 and dividing --ppo-batch-size")
-    if config.figure and not os.access(os.path.dirname(os.path.abspath(config.figure)), os.W_OK):
-        parser.error(f"--figure {config.figure}: not in a folder this run can write to; name another, or '' for none")
-    config.device = ("cuda" if torch.cuda.is_available() else "cpu") if config.device == "auto" else config.device
+    unknown = set(config.methods.split(",")) - set(METHODS) if config.methods != "all" else set()
+    if unknown:
+        parser.error(f"--methods {config.methods}: {', '.join(sorted(unknown))} is not a method; "
+                     f"choose from {', '.join(METHODS)}, or all")
+    if config.advantage == "grpo" and (config.group < 2 or config.ppo_batch_size % config.group):
+        parser.error("--advantage grpo needs --group of at least 2 dividing --ppo-batch-size")
+    if config.figure and not landing.writable(config.figure):
+        parser.error(f"--figure {config.figure}: not in a folder this run can write to; "
+                     "name another, or '' for none")
     try:
-        torch.zeros(1, device=config.device)
-    except (RuntimeError, ValueError, AssertionError):
-        parser.error(f"--device {config.device} is not a device torch can use here; try --device cpu")
+        config.device = pick_device(config.device)
+    except ValueError as error:
+        parser.error(str(error))
     return run(config)
 
 

@@ -6,6 +6,8 @@ small interface:
 
     NAME: str                      # "summarize" | "code" | "qa" | "facts"
     PRIMARY: str                   # the key of metrics() that the experiment reports
+    WATCHED: (str, str)            # a share the first look prints beside its curves: a key of
+                                   # metrics() or "criticised" (sft.evaluate), and its name
     FLAW_RATES: dict[str, float]   # chance that a demonstration carries each flaw kind
     make_examples(n, seed) -> list[Example]         # seeded, deterministic
     metrics(example, response) -> dict[str, float]  # independent of any learned model
@@ -26,6 +28,7 @@ correct and is what the metric compares against.
 from dataclasses import dataclass, field
 
 SPLITS = ("train", "validation", "test")
+TASKS = ("summarize", "code", "qa")  # the first look's; facts is the K sweep's (experiments/sweep.py)
 
 
 @dataclass

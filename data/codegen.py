@@ -48,6 +48,7 @@ from data import Example, code_critic, minilang
 
 NAME = "code"
 PRIMARY = "pass_rate"
+WATCHED = ("criticised", "answers the critic blames")  # read beside the curves
 
 # Chance that a demonstration carries each flaw kind, given the context in the comment. Habits first:
 # they are drawn before the random slips, which may then land on top of them. The right form of the

@@ -40,6 +40,7 @@ from data import Example, quote
 
 NAME = "facts"
 PRIMARY = "sites_right"
+WATCHED = ("criticised", "answers the critic blames")  # read beside the curves
 KS = (1, 2, 4, 8)   # the sweep's values of K; the training split draws K uniformly from them
 HABIT_RATE = 0.6    # chance that a demonstration repeats a site's habit, per site, independently
 

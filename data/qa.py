@@ -52,6 +52,7 @@ from data.metrics import exact_match, token_f1, words
 
 NAME = "qa"
 PRIMARY = "f1"
+WATCHED = ("criticised", "answers the critic blames")  # read beside the curves
 
 # ---- Tunables: how often the demonstrators err, and where ----------------------------------------
 FLAW_RATES = {

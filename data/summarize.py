@@ -34,6 +34,7 @@ from data.metrics import rouge
 
 NAME = "summarize"
 PRIMARY = "rougeL"
+WATCHED = ("no_plan", "answers that stop before the plan")  # read beside the curves
 
 # Chance that a demonstration carries each flaw kind, independently of the others: 2.8 flaws in an
 # average demonstration (1.6 at 0.5), each named by the critic,
@@ -145,7 +146,9 @@ def follow_up(example, rng):
 
 
 def metrics(example, response):
-    return rouge(response, example.reference)
+    """ROUGE against the reference, and no_plan: 1 if the summary never says what the poster plans
+    to do (an omission the critic can only state in prose: no span of the answer carries it)."""
+    return {**rouge(response, example.reference), "no_plan": float(example.facts["action"] not in response)}
 
 
 # ---------------------------------------------------------------------------------------------

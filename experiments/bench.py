@@ -40,6 +40,7 @@ import warnings
 
 import torch
 
+import loss
 import ppo
 from model import token_logprobs
 
@@ -144,8 +145,8 @@ def naive_ppo_loss(logits, values, targets, mask, old_logprobs, old_values, adva
 # form -> (policy log-probs and entropy, reference log-probs, the loss)
 FORMS = {
     "naive": (naive_logprobs_and_entropy, naive_logprobs, naive_ppo_loss),
-    "eager": (ppo.logprobs_and_entropy, token_logprobs, ppo.ppo_loss),
-    "compiled": (ppo.compiled_logprobs_and_entropy, ppo.compiled_token_logprobs, ppo.compiled_ppo_loss),
+    "eager": (loss.logprobs_and_entropy, token_logprobs, loss.ppo_loss),
+    "compiled": (loss.compiled_logprobs_and_entropy, loss.compiled_token_logprobs, loss.compiled_ppo_loss),
 }
 
 

@@ -21,6 +21,7 @@ from dataclasses import replace
 import torch
 
 import guards
+import landing
 import ppo
 from align import align
 from experiments import stats
@@ -44,8 +45,8 @@ def credit_landing(task, policy, tokenizer, splits, reward_for, lambdas, ppo_fie
     minibatch steps) at the method's GAE lambda (lambdas[method]) runs on exactly that batch. Then,
     over the response tokens (EOS excluded), with change_t the change of log pi(y_t):
         concentration = [sum_{poor} -change_t / sum_t |change_t|] / [n_poor / n]
-    the net fall of the critic's poor-span tokens as a share of all the movement, over their share of
-    the tokens: 1 when the poor tokens fall by the average |change| of a token, up to n / n_poor when
+    the landing share of the first look (landing.py: the net fall of the critic's poor-span tokens
+    as a share of all the movement) over their share of the tokens: 1 when the poor tokens fall by the average |change| of a token, up to n / n_poor when
     the update moves nothing but the blamed tokens down, negative when they rise. Unlike a ratio to
     the mean change of neutral tokens it stays finite when those are near-certain and barely move.
     Its 95% interval is a bootstrap over the responses of this one update: it says how much the
@@ -106,18 +107,18 @@ def credit_landing(task, policy, tokenizer, splits, reward_for, lambdas, ppo_fie
 
 
 def per_response(change, poor, text):
-    """What concentration needs of each response (row): its poor tokens' net fall, its total
-    movement, its poor-token and token counts. change (B, N); poor, text (B, N) 0/1 masks."""
-    return {"fall": (-change * poor).sum(1).tolist(), "movement": (change.abs() * text).sum(1).tolist(),
-            "n_poor": poor.sum(1).tolist(), "n": text.sum(1).tolist()}
+    """landing.per_answer's parts of each response, from a poor-token mask instead of the critic's
+    deltas: its poor tokens' net fall, its movement, its poor-token and token counts."""
+    return landing.per_answer(change, -poor, text)
 
 
 def concentration_of(parts, rows):
-    """[sum_rows fall / sum_rows movement] / [sum_rows n_poor / sum_rows n]; 0 when undefined."""
-    moved, counted, poor = (sum(parts[k][i] for i in rows) for k in ("movement", "n", "n_poor"))
-    if moved == 0 or counted == 0 or poor == 0:
+    """The landing share over the blamed tokens' share of the tokens (landing.landing_share), on
+    the responses `rows`; 0 when undefined."""
+    counted, poor = sum(parts["tokens"][i] for i in rows), sum(parts["blamed"][i] for i in rows)
+    if counted == 0 or poor == 0:
         return 0.0
-    return (sum(parts["fall"][i] for i in rows) / moved) / (poor / counted)
+    return landing.landing_share(parts, rows) / (poor / counted)
 
 
 def concentration(change, poor, text):

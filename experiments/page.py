@@ -51,13 +51,6 @@ def delta_tokens(pieces, delta):
     return tokens(pieces, classes=[DELTA_CLASS[int(d)] for d in delta], titles=[f"delta {int(d):+d}" for d in delta])
 
 
-def change_colour(change, scale):
-    """Diverging colour of a log-prob change: red for a fall, blue for a rise, white for none."""
-    strength = min(1.0, abs(change) / scale) if scale > 0 else 0.0
-    rgb = (214, 39, 40) if change < 0 else (31, 111, 180)
-    return f"rgba({rgb[0]},{rgb[1]},{rgb[2]},{0.75 * strength:.3f})"
-
-
 def percentile(values, q):
     """The q-quantile of values (nearest rank); 0 for none."""
     return sorted(values)[min(len(values) - 1, int(q * len(values)))] if values else 0.0

@@ -33,7 +33,7 @@ from guards import PRAISE
 from model import GPT, GPTConfig
 from reward import RewardModel, encode_records, train_reward_model
 from sft import respond, train_sft
-from text2grad import CONTRASTS, REWARD_MODELS
+from text2grad import CONTRASTS, MIN_NEW_TOKENS, REWARD_MODELS
 
 # Sizes a run may pick with --preset: "default" is the experiment's (RESULTS.md); "small" a quick
 # look in 3 minutes on 2 CPU cores; "tiny" the test suite's end-to-end run (every stage, seconds;
@@ -250,7 +250,10 @@ def run(args):
     stopped runs again from its start, to the same numbers up to float32 rounding)."""
     task = get_task(args.task)
     praise = args.praise or PRAISE[task.NAME]
-    preset = {**PRESETS[args.preset], "ppo": {**PRESETS[args.preset]["ppo"], "praise": praise},
+    # the first look's settings per task: how praise is paid, and no EOS before MIN_NEW_TOKENS
+    ppo_fields = {**PRESETS[args.preset]["ppo"], "praise": praise,
+                  "min_new_tokens": MIN_NEW_TOKENS.get(task.NAME, 0)}
+    preset = {**PRESETS[args.preset], "ppo": ppo_fields,
               "reward": REWARD_CHOICES.get(args.preset, {}).get(task.NAME, {})}
     device = pick_device(args.device)
     given_annotations = checked(read_annotations, args.annotations) if args.annotations else None  # before any work

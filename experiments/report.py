@@ -37,10 +37,11 @@ from html import escape
 from data import get_task
 from experiments import stats, terminal
 from experiments.figures import COLOURS, LABELS, curves_svg, overopt_svg, sft_curve_series, thresholds_svg
-from experiments.page import CSS, change_colour, curves, delta_tokens, legend, num, percentile, row, swatch, table, tokens
+from experiments.page import CSS, curves, delta_tokens, legend, num, percentile, row, swatch, table, tokens
 from experiments.run_folder import read_json
 from experiments.summary import summarise
 from experiments.runstate import atomic_save, fail
+from landing import change_colour
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,6 +24,8 @@ import time
 
 import torch
 
+import model
+
 
 def fail(message):
     """Bad input ends the run with one line on stderr and exit status 2, never a traceback."""
@@ -40,28 +42,9 @@ def checked(function, *args, **kwargs):
 
 
 def pick_device(name):
-    """The device to run on; a device torch cannot use ends the run before any work is done.
-
-    A CUDA device is checked by count, without touching it. On CUDA, float32 matmuls may use TF32
-    (a 10-bit mantissa, as the bf16 forward's are coarser still)."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        fail(f"--device {name} is not a device name; try cpu, cuda or cuda:N")
-    if device.type == "cuda":
-        if not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count():
-            fail(f"--device {name} is not available here ({torch.cuda.device_count()} CUDA devices); "
-                 "try --device cpu")
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-        return name
-    try:
-        torch.zeros(1, device=device)
-    except (RuntimeError, ValueError, AssertionError) as error:
-        fail(f"--device {name} is not available here ({type(error).__name__}); try --device cpu")
-    return name
+    """The device to run on (model.pick_device: auto is CUDA, then MPS, then the CPU); a device
+    torch cannot use ends the run, in one line, before any work is done."""
+    return checked(model.pick_device, name)
 
 
 # ---------------------------------------------------------------------------------------------

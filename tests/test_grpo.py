@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+import grpo
 import ppo
 from model import GPT, GPTConfig, generate
 
@@ -28,7 +29,7 @@ def test_token_advantages_of_a_hand_worked_group():
     expected = [[1.0, 0.75, -1.0, -1.25],   # 0.25 + 1.75 + 0.25 - 1.25, 1.75 + 0.25 - 1.25, ...
                 [-2.25, -1.0, -1.25, 0.0],  # -1.25 + 0.25 - 1.25, ...; padding 0
                 [1.25, 1.0, 0.0, 0.0]]
-    advantages = ppo.group_advantages(torch.tensor(SCORES), torch.tensor(MASK), group=3, per="token")
+    advantages = grpo.group_advantages(torch.tensor(SCORES), torch.tensor(MASK), group=3, per="token")
     torch.testing.assert_close(advantages, torch.tensor(expected))
 
 
@@ -36,7 +37,7 @@ def test_groups_are_normalised_apart():
     # a second group whose every reward is 10 higher: normalised within itself, its advantages are the first's
     shifted = [[s + 10 * m for s, m in zip(row, mask)] for row, mask in zip(SCORES, MASK)]
     scores, mask = torch.tensor(SCORES + shifted), torch.tensor(MASK + MASK)
-    advantages = ppo.group_advantages(scores, mask, group=3, per="token")
+    advantages = grpo.group_advantages(scores, mask, group=3, per="token")
     torch.testing.assert_close(advantages[3:], advantages[:3])
     assert advantages[:3].abs().max() > 0.5
 
@@ -44,7 +45,7 @@ def test_groups_are_normalised_apart():
 def test_response_advantages_collapse_the_spans():
     # the sums 0, -2, 0.5; mean -0.5; deviations 0.5, -1.5, 1; variance 3.5 / 3
     std = math.sqrt(3.5 / 3)
-    advantages = ppo.group_advantages(torch.tensor(SCORES), torch.tensor(MASK), group=3, per="response")
+    advantages = grpo.group_advantages(torch.tensor(SCORES), torch.tensor(MASK), group=3, per="response")
     for row, mask, deviation in zip(advantages.tolist(), MASK, (0.5, -1.5, 1.0)):
         assert row == pytest.approx([deviation / std * m for m in mask])  # one number on every real token
 
@@ -56,13 +57,13 @@ def test_a_group_without_differences_has_zero_advantages_not_nan():
     # thirds; -0.3 on every token of two responses of 7 and 5 tokens (the mean is off by a rounding step)
     tenths, ones = torch.zeros(3, 10), torch.ones(3, 10)
     tenths[0], tenths[1, 9], tenths[2, :3] = 0.1, 1.0, 1 / 3
-    assert torch.equal(ppo.group_advantages(tenths, ones, 3, "response"), torch.zeros(3, 10))
+    assert torch.equal(grpo.group_advantages(tenths, ones, 3, "response"), torch.zeros(3, 10))
     ragged = torch.tensor([[1.0] * 7, [1.0] * 5 + [0.0] * 2])
-    assert torch.equal(ppo.group_advantages(-0.3 * ragged, ragged, 2, "token"), torch.zeros(2, 7))
+    assert torch.equal(grpo.group_advantages(-0.3 * ragged, ragged, 2, "token"), torch.zeros(2, 7))
     mask = torch.tensor(MASK)
     for scores, per in ((-mask, "token"), (torch.zeros(3, 4), "token"), (torch.zeros(3, 4), "response"),
                         (ppo.final_scores(torch.tensor([2.0, 2.0, 2.0]), mask), "response")):
-        advantages = ppo.group_advantages(scores, mask, group=3, per=per)
+        advantages = grpo.group_advantages(scores, mask, group=3, per=per)
         assert torch.equal(advantages, torch.zeros(3, 4)), (scores, per)
 
 
@@ -70,8 +71,8 @@ def test_the_collapse_is_the_last_token_reward():
     # span rewards summed per response before normalising: the advantages of the same sums on the last token
     mask = torch.tensor(MASK)
     scores = torch.tensor(SCORES) * mask
-    torch.testing.assert_close(ppo.group_advantages(scores, mask, 3, "response"),
-                               ppo.group_advantages(ppo.final_scores(scores.sum(1), mask), mask, 3, "response"))
+    torch.testing.assert_close(grpo.group_advantages(scores, mask, 3, "response"),
+                               grpo.group_advantages(ppo.final_scores(scores.sum(1), mask), mask, 3, "response"))
 
 
 def test_draw_gives_each_prompt_a_group_side_by_side():

@@ -85,7 +85,7 @@ def test_a_repeated_praised_clause_does_not_raise_text2grads_return(setup):
                                            shaping)([0, 0], tokens, mask)
         zero = torch.zeros_like(scores)  # the policy is the reference: no KL
         returns[name] = ppo.token_rewards(scores, zero, zero, mask.float(), torch.tensor([True, True]), 0.0,
-                                          config).sum(1).tolist()
+                                          config.missing_eos_penalty).sum(1).tolist()
     short, long = returns["paper"]
     assert long > short  # +1 per praised token pays for the repeat: what the guard is for
     short, long = returns["defaults"]
@@ -100,7 +100,7 @@ def test_a_truncated_response_keeps_its_blame_and_no_praise_and_ends_there(setup
     scores = guards.shaped_scores([[1, -1, 1]], [[4, 5, 6]], mask, ended, cut)
     assert scores.tolist() == [[0, -1, 0]]
     zero = torch.zeros(1, 3)
-    rewards = ppo.token_rewards(scores, zero, zero, mask, ended, 0.0, ppo.PPOConfig(missing_eos_penalty=1.0))
+    rewards = ppo.token_rewards(scores, zero, zero, mask, ended, 0.0, 1.0)
     assert rewards.tolist() == [[0, -1, -1]]  # the missing-EOS penalty on the last token
     # GAE by hand with V = (0.5, 0.2, 0.1), gamma 1, lambda 0.5, and no value past the cut: the length
     # limit is part of the task, the response is final there

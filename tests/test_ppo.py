@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import guards
+import loss
 import ppo
 from loss import clipped_losses
 from model import GPT, GPTConfig, generate
@@ -65,10 +66,10 @@ def test_masked_statistics_of_an_empty_mask_are_zero_not_nan():
     x, empty = torch.randn(3, 4), torch.zeros(3, 4)
     assert ppo.masked_mean(x, empty).item() == 0.0
     assert torch.equal(ppo.masked_whiten(x, empty), torch.zeros(3, 4))
-    loss, stats = ppo.ppo_loss(torch.randn(3, 4, 5), torch.randn(3, 4), torch.randint(0, 5, (3, 4)), empty,
+    objective, stats = loss.ppo_loss(torch.randn(3, 4, 5), torch.randn(3, 4), torch.randint(0, 5, (3, 4)), empty,
                                torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4),
                                *map(torch.tensor, (1.0, 0.2, 0.2, 0.1, 0.0)))
-    assert torch.isfinite(loss) and torch.isfinite(stats).all()
+    assert torch.isfinite(objective) and all(torch.isfinite(v) for v in stats.values())
 
 
 def test_masked_whiten_matches_numpy_style_reference():
@@ -114,7 +115,7 @@ def test_token_rewards_kl_and_missing_eos():
     mask = ragged_mask([6, 3], N)
     scores = torch.tensor([[1.0, 0, -1, 0, 0, 1], [0, -1, 0, 0, 0, 0]]) * mask
     logp, ref = torch.full((2, N), -1.0), torch.full((2, N), -1.5)
-    rewards = ppo.token_rewards(scores, logp, ref, mask, torch.tensor([False, True]), 0.1, config)
+    rewards = ppo.token_rewards(scores, logp, ref, mask, torch.tensor([False, True]), 0.1, config.missing_eos_penalty)
     # KL 0.5 per token, beta 0.1; row 0 never sampled its EOS: -1 more on its last token
     assert rewards[0].tolist() == pytest.approx([0.95, -0.05, -1.05, -0.05, -0.05, 1 - 0.05 - 1])
     # row 1 ended: no penalty; padding gets nothing
@@ -150,7 +151,7 @@ def test_length_guard_fades_praise_only_past_praise_fade_at():
 def test_logprobs_and_entropy_match_fp64_log_softmax():
     torch.manual_seed(4)
     logits, targets = torch.randn(3, 5, 50) * 4, torch.randint(0, 50, (3, 5))
-    logprobs, entropy = ppo.logprobs_and_entropy(logits, targets, 0.7)
+    logprobs, entropy = loss.logprobs_and_entropy(logits, targets, 0.7)
     full = torch.log_softmax(logits.double() / 0.7, -1)
     torch.testing.assert_close(logprobs.double(), full.gather(-1, targets[..., None]).squeeze(-1), atol=1e-5, rtol=0)
     torch.testing.assert_close(entropy.double(), -(full.exp() * full).sum(-1), atol=1e-5, rtol=0)
@@ -189,16 +190,16 @@ def loss_inputs(B, N, V, seed):
 
 def test_ppo_loss_matches_token_by_token_fp64():
     inputs = loss_inputs(3, 6, 20, seed=5)
-    loss, stats = ppo.ppo_loss(*inputs, *map(torch.tensor, (1.0, 0.2, 0.2, 0.1, 0.0)))
+    objective, stats = loss.ppo_loss(*inputs, *map(torch.tensor, (1.0, 0.2, 0.2, 0.1, 0.0)))
     expected = naive_ppo_loss(*inputs, 0.2, 0.2, 0.1)
-    assert loss.item() == pytest.approx(expected.item(), abs=1e-5)
-    assert 0 < stats[ppo.LOSS_STATS.index("clip_fraction")] < 1  # the example exercises both branches
+    assert objective.item() == pytest.approx(expected.item(), abs=1e-5)
+    assert 0 < stats["clip_fraction"] < 1  # the example exercises both branches
 
 
 def test_entropy_bonus_is_the_mean_entropy_over_real_tokens():
     logits, *rest = loss_inputs(3, 6, 20, seed=6)
-    without = ppo.ppo_loss(logits, *rest, *map(torch.tensor, (1.0, 0.2, 0.2, 0.1, 0.0)))[0]
-    bonus = ppo.ppo_loss(logits, *rest, *map(torch.tensor, (1.0, 0.2, 0.2, 0.1, 0.25)))[0]
+    without = loss.ppo_loss(logits, *rest, *map(torch.tensor, (1.0, 0.2, 0.2, 0.1, 0.0)))[0]
+    bonus = loss.ppo_loss(logits, *rest, *map(torch.tensor, (1.0, 0.2, 0.2, 0.1, 0.25)))[0]
     mask = rest[2]
     p = torch.softmax(logits.double(), -1)
     entropy = -(p * torch.log(p)).sum(-1)  # fp64, from the full distribution
@@ -209,8 +210,8 @@ def test_entropy_bonus_is_the_mean_entropy_over_real_tokens():
 def assert_compiled_matches_eager(eager_inputs, compiled_inputs, coefficients, **grad_tolerance):
     """The compiled loss path against the eager one on copies of the same inputs: the loss, its
     statistics, and the gradients w.r.t. logits and values. Returns the eager loss."""
-    eager, eager_stats = ppo.ppo_loss(*eager_inputs, *coefficients)
-    compiled, compiled_stats = ppo.compiled_ppo_loss(*compiled_inputs, *coefficients)
+    eager, eager_stats = loss.ppo_loss(*eager_inputs, *coefficients)
+    compiled, compiled_stats = loss.compiled_ppo_loss(*compiled_inputs, *coefficients)
     eager.backward()
     compiled.backward()
     torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)
@@ -231,8 +232,8 @@ def test_compiled_loss_equals_eager_and_never_recompiles():
         eager_inputs, compiled_inputs = loss_inputs(B, N, 64, seed=k), loss_inputs(B, N, 64, seed=k)
         assert_compiled_matches_eager(eager_inputs, compiled_inputs, coefficients, atol=1e-6, rtol=1e-4)
         logits, targets = eager_inputs[0].detach(), eager_inputs[2]
-        for got, want in zip(ppo.compiled_logprobs_and_entropy(logits, targets, coefficients[0]),
-                             ppo.logprobs_and_entropy(logits, targets, coefficients[0])):
+        for got, want in zip(loss.compiled_logprobs_and_entropy(logits, targets, coefficients[0]),
+                             loss.logprobs_and_entropy(logits, targets, coefficients[0])):
             torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     assert counters["stats"]["unique_graphs"] == 2  # the loss and the rollout path, each compiled once
 
@@ -336,7 +337,7 @@ def value_loss_only(values, old_values, returns, value_clip):
     _, stats = clipped_losses(torch.zeros_like(values), torch.zeros_like(values), values, ones,
                                   torch.zeros_like(values), old_values, torch.zeros_like(values), returns,
                                   *map(torch.tensor, (0.2, value_clip, 1.0, 0.0)))
-    return stats[ppo.LOSS_STATS.index("value_loss")].item(), stats[ppo.LOSS_STATS.index("value_clip_fraction")].item()
+    return stats["value_loss"].item(), stats["value_clip_fraction"].item()
 
 
 def test_value_loss_hand_worked_with_and_without_the_clip():
@@ -400,7 +401,7 @@ def test_warm_up_fits_the_reward_to_go_and_leaves_the_policy_alone(policy):
     lengths = mask.sum(1)
     reward_to_go = -(lengths[:, None] - torch.arange(mask.shape[1])[None]) * mask
     assert before == pytest.approx(0.0, abs=1e-6) and after > 0.5  # V = 0 explains nothing
-    values = model(batch["ids"], batch["attention_mask"], batch["start"], mask.shape[1])[1]
+    values = model(batch["ids"], batch["attention_mask"], batch["last_prompt"], mask.shape[1])[1]
     assert ppo.explained_variance(values.detach(), reward_to_go, mask) == pytest.approx(after, abs=1e-5)
     for p, q in zip(model.gpt.parameters(), policy.parameters()):
         assert torch.equal(p, q)

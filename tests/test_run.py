@@ -422,22 +422,32 @@ def test_the_first_look_is_the_protocols_run_at_each_chosen_lambda(run_all, caps
     sizes.update(tiny["model"], updates=tiny["ppo"]["updates"], ppo_batch_size=tiny["ppo"]["batch_size"],
                  minibatch_size=tiny["ppo"]["minibatch_size"], ppo_lr=tiny["ppo"]["lr"])
     argv = [a for k, v in sizes.items() for a in (f"--{k.replace('_', '-')}", str(v))]
-    table = text2grad.main(argv + ["--task", "summarize", "--device", "cpu", "--figure", str(tmp_path / "look.svg")])
+    table, landed = text2grad.main(argv + ["--task", "summarize", "--device", "cpu", "--figure",
+                                           str(tmp_path / "look.svg")])
     printed = capsys.readouterr().out
     done = json.loads((run_all / "summarize" / "progress.json").read_text())["done"]
-    assert table["sft"][2] == json.loads((run_all / "summarize" / "results.json").read_text())["sft"]["test"]["rougeL"]
+    sft = json.loads((run_all / "summarize" / "results.json").read_text())["sft"]["test"]
+    assert table["sft"]["test"] == (sft["rougeL"], sft["no_plan"])
     for method, lam in text2grad.LAMBDAS["summarize"].items():
         lab = done[f"ppo/{method}/lambda{lam}/0"]["value"]["curve"]
-        assert table[method][0] == lam and table[method][1] == [point[1] for point in lab]
+        assert table[method]["lambda"] == lam
+        assert [score for score, _ in table[method]["curve"]] == [point[1] for point in lab]
         assert method in printed
+    # where the first update landed: one line per method, its landing share between -1 and 1
+    for m in text2grad.METHODS:
+        share = landed[m]["landing_share"]
+        assert -1 <= share <= 1 and re.search(rf"^{m} +{share:.2f} ", printed, re.M)
     # the figure: one curve and one legend swatch per method, dashed where the reward lands on the last
-    # token; the curves' highest score drawn at y = 30 and the lowest at y = 270 (pixels)
+    # token; the curves' highest score drawn at y = 40 and the lowest at y = 250 (pixels); then one
+    # row of tokens for the critic's delta and one per method
     svg = (tmp_path / "look.svg").read_text()
     lines = re.findall(r'<polyline fill="none" stroke="(#\w+)" stroke-width="2"( stroke-dasharray="6 4")? points="([^"]+)"', svg)
     assert len(lines) == 2 * len(text2grad.METHODS) and svg.endswith("</svg>\n")
-    curves = [line for line in lines if len(line[2].split()) == len(table["oracle"][1])]
+    curves = [line for line in lines if len(line[2].split()) == len(table["oracle"]["curve"])]
     assert [bool(dash) for _, dash, _ in curves] == [where == "last" for _, where in text2grad.METHODS.values()]
     ys = [int(point.split(",")[1]) for _, _, points in curves for point in points.split()]
-    scores = [s for method in text2grad.METHODS for s in table[method][1]]
+    scores = [score for method in text2grad.METHODS for score, _ in table[method]["curve"]]
     if max(scores) > min(scores):
-        assert min(ys) == 30 and max(ys) == 270
+        assert min(ys) == 40 and max(ys) == 250
+    for label in ["critic's delta", *text2grad.METHODS]:
+        assert f">{label}</text>" in svg.replace("&#x27;", "'")

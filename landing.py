@@ -1,0 +1,166 @@
+"""landing.py: where one PPO update moved log pi, token by token. Text2Grad's claim, measured.
+
+The paper's mechanism is that the critique decides where the gradient lands: the blamed tokens
+are pushed down and the rest are left alone, where a reward summed on the last token pushes a
+whole answer. After GAE, the value function and the whitening of advantages (ppo.py) that is a
+claim to check, not a given. The first look checks it on its own runs: every method's first
+update trains on the same sampled answers (one SFT policy, one seed), so the change of
+log pi(y_t) that each update made can be set beside what the critic blamed in them:
+
+    change_t       = log pi_after(y_t) - log pi_before(y_t)     for each response token y_t
+    landing share  = sum_{t blamed} (-change_t) / sum_t |change_t|  (the EOS left out)
+
+the share of all the movement that is blamed tokens falling: 1 if the update moved nothing but the
+blamed tokens, and down; about the blamed tokens' share of the tokens if it pushed every token of
+an answer alike; below 0 if the blamed tokens rose. The lab reads the same numbers with intervals
+(python -m experiments.credit_landing); the drawing at the end of this file is plumbing.
+"""
+import os
+from html import escape
+
+import torch
+
+import guards
+from align import align
+from model import token_logprobs
+from sft import response_ids
+
+
+# METHOD: the measure
+
+@torch.no_grad()
+def first_update(task, tokenizer, examples, batch, model, temperature):
+    """After an update on batch (ppo.score_responses's dict, the answers to examples): the change
+    of log pi(y_t) it made and the critic's delta_t of the same tokens, as (B, N) CPU tensors,
+    with text (B, N) 1 on the response tokens (the EOS excluded) and each answer's token pieces."""
+    mask, N = batch["mask"], batch["mask"].shape[1]
+    logits, _ = model(batch["ids"], batch["attention_mask"], batch["last_prompt"], N)
+    change = (token_logprobs(logits, batch["tokens"], temperature) - batch["logprobs"]) * mask
+    ids = response_ids(tokenizer, batch["tokens"], batch["mask"])
+    deltas = []
+    for example, answer in zip(examples, ids):
+        text = tokenizer.decode(answer)
+        deltas.append(align(text, tokenizer.offsets(answer), task.critique(example, text))[0])
+    delta = guards.dense_scores(deltas, mask)  # (B, N), the EOS and padding 0
+    text = mask * (batch["tokens"] != tokenizer.eos_id)
+    return {"change": change.cpu(), "delta": delta.cpu(), "text": text.cpu(),
+            "pieces": [tokenizer.pieces(answer) for answer in ids]}
+
+
+def per_answer(change, delta, text):
+    """What the landing share needs of each answer (row), as lists: the net fall of its blamed
+    tokens (sum of -change_t where delta_t < 0), its movement (sum of |change_t|), its blamed
+    tokens and its tokens. change, delta, text (B, N), text 1 on the response tokens."""
+    blamed = text * (delta < 0)
+    return {"fall": (-change * blamed).sum(1).tolist(),
+            "movement": (change.abs() * text).sum(1).tolist(),
+            "blamed": blamed.sum(1).tolist(), "tokens": text.sum(1).tolist()}
+
+
+def landing_share(parts, rows=None):
+    """sum fall / sum movement over the answers `rows` (all by default) of per_answer's parts: the
+    share of all the movement that is blamed tokens falling; 0 when nothing moved."""
+    rows = range(len(parts["fall"])) if rows is None else rows
+    movement = sum(parts["movement"][i] for i in rows)
+    return sum(parts["fall"][i] for i in rows) / movement if movement else 0.0
+
+
+def landed(first):
+    """first_update's numbers: the landing share, the blamed tokens' share of the tokens (what the
+    landing share would be if every token fell alike), and the mean change of log pi on the
+    blamed tokens and on the others."""
+    change, delta, text = first["change"], first["delta"], first["text"]
+    parts = per_answer(change, delta, text)
+    blamed = text * (delta < 0)
+    others = text - blamed
+    return {"landing_share": landing_share(parts),
+            "blamed_tokens": sum(parts["blamed"]) / max(1, sum(parts["tokens"])),
+            "blamed_change": ((change * blamed).sum() / blamed.sum().clamp(min=1)).item(),
+            "others_change": ((change * others).sum() / others.sum().clamp(min=1)).item()}
+
+
+# PLUMBING: the drawing, first_look.svg: the validation curves, then one answer token by token
+
+COLOURS = {"scalar": "#e08a1e", "cot": "#1f6fb4", "critic": "#2f9e44"}  # by who judges
+FONT, CHAR = 13, 7.8  # monospace font size and the width of one character, in pixels
+
+
+def writable(path):
+    """Whether a file can be written at path (its folder exists and is writable)."""
+    return os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
+
+
+def delta_colour(delta):
+    """A token's colour by its delta_t: red blamed, green praised, none neutral."""
+    return "#f4a6a6" if delta < 0 else "#a9dfa9" if delta > 0 else "none"
+
+
+def change_colour(change, scale):
+    """A log-prob change's colour: red for a fall, blue for a rise, white for none; full strength
+    at |change| = scale."""
+    strength = min(1.0, abs(change) / scale) if scale > 0 else 0.0
+    red, green, blue = (214, 39, 40) if change < 0 else (31, 111, 180)
+    return f"rgba({red},{green},{blue},{0.8 * strength:.3f})"
+
+
+def token_row(pieces, colours, y, x=150):
+    """One line of tokens, each on its own background rectangle, at height y (SVG elements)."""
+    parts, at = [], x
+    for piece, colour in zip(pieces, colours):
+        width = CHAR * len(piece)
+        if colour != "none":
+            parts.append(f'<rect x="{at:.1f}" y="{y - FONT}" width="{width:.1f}" '
+                         f'height="{FONT + 5}" fill="{colour}"/>')
+        parts.append(f'<text x="{at:.1f}" y="{y}" xml:space="preserve" '
+                     f'font-family="monospace">{escape(piece)}</text>')
+        at += width
+    return parts
+
+
+def draw(path, table, first, task, config, methods):
+    """first_look.svg: each method's validation curve (colour: who judges; dashed: the last
+    token), then one answer of the first update (the shortest the critic blamed and praised),
+    its tokens coloured by the critic's delta_t and by how far each method's update moved log pi."""
+    curves = {m: [point[0] for point in table[m]["curve"]] for m in methods if m in table}
+    low = min(map(min, curves.values()))
+    high = max(map(max, curves.values())) + 1e-9
+    n = max(map(len, curves.values()))
+    x = lambda j: 60 + 420 * j / max(1, n - 1)
+    y = lambda v: 250 - 210 * (v - low) / (high - low)
+    svg = [f'<text x="10" y="20">{escape(task.NAME)}, seed {config.seed}: validation '
+           f'{task.PRIMARY} from {low:.2f} (bottom) to {high:.2f} (top), one point every '
+           f'{config.eval_every} updates</text>']
+    for i, (method, curve) in enumerate(curves.items()):
+        judge, where = methods[method]
+        style = (f'fill="none" stroke="{COLOURS.get(judge, "#7b3294")}" stroke-width="2"'
+                 + (' stroke-dasharray="6 4"' if where == "last" else ""))
+        points = " ".join(f"{x(j):.0f},{y(v):.0f}" for j, v in enumerate(curve))
+        svg += [f'<polyline {style} points="{points}"/>',
+                f'<polyline {style} points="510,{45 + 20 * i} 540,{45 + 20 * i}"/>',
+                f'<text x="548" y="{49 + 20 * i}">{escape(method)}</text>']
+    shown = [m for m in methods if m in first]
+    measured = first[shown[0]]
+    # the shortest answer the critic both blamed and praised (else the shortest blamed one)
+    rows = range(len(measured["pieces"]))
+    blamed = [i for i in rows if (measured["delta"][i] < 0).any()] or list(rows)
+    row = min([i for i in blamed if (measured["delta"][i] > 0).any()] or blamed,
+              key=lambda i: len(measured["pieces"][i]))
+    pieces = measured["pieces"][row]
+    changes = torch.cat([first[m]["change"][row].abs() for m in shown])
+    scale = changes.quantile(0.9).item() or 1.0  # full colour at the 90th percentile
+    svg.append(f'<text x="10" y="300">The first update, on one sampled answer: red blamed, '
+               f'green praised by the critic; then the change of log pi (red down, blue up, '
+               f'full colour at {scale:.2f})</text>')
+    delta = measured["delta"][row].tolist()
+    svg += [f'<text x="10" y="330">critic\'s delta</text>']
+    svg += token_row(pieces, [delta_colour(d) for d in delta], 330)
+    for k, method in enumerate(shown):
+        change = first[method]["change"][row].tolist()
+        svg += [f'<text x="10" y="{360 + 26 * k}">{escape(method)}</text>']
+        svg += token_row(pieces, [change_colour(c, scale) for c in change], 360 + 26 * k)
+    width = max(700, 160 + CHAR * sum(map(len, pieces)))
+    height = 380 + 26 * len(shown)
+    with open(path, "w") as f:
+        f.write(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height}" '
+                f'font-family="sans-serif" font-size="{FONT}"><rect width="100%" height="100%" '
+                f'fill="#fff"/>\n' + "\n".join(svg) + "\n</svg>\n")
