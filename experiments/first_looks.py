@@ -59,14 +59,17 @@ def numbers(record):
         out[f"test {method}"], out[f"watched {method}"] = row["test"]
         curve = [score for score, _ in row["curve"]]
         out[f"curve {method}"] = curve
-    for name, (a, b) in CONTRASTS.items():
+    pairs = {name: (a, b) for name, (a, b) in CONTRASTS.items() if a in table and b in table}
+    for name, (a, b) in pairs.items():
         out[f"test {name}"] = table[a]["test"][0] - table[b]["test"][0]
-    for method in METHODS:
+    for method in landed:
         out[f"landing {method}"] = landed[method]["landing_share"]
-    for name in ("placement, learned", "placement, critic"):
-        a, b = CONTRASTS[name]
-        out[f"landing {name}"] = landed[a]["landing_share"] - landed[b]["landing_share"]
-    out["blamed tokens"] = landed["oracle"]["blamed_tokens"]
+    for name, (a, b) in pairs.items():
+        if name.startswith("placement"):
+            out[f"landing {name}"] = landed[a]["landing_share"] - landed[b]["landing_share"]
+            early = [x[0] - y[0] for x, y in zip(table[a]["curve"][1:3], table[b]["curve"][1:3])]
+            out[f"early {name}"] = sum(early) / len(early)  # validation, the 1st and 2nd points
+    out["blamed tokens"] = next(iter(landed.values()))["blamed_tokens"]
     return out
 
 

@@ -5,8 +5,8 @@ escaped (experiments/report.py puts them together).
 from html import escape
 
 from experiments.figures import COLOURS, LABELS, colour, curves_svg
+from landing import delta_colour
 
-DELTA_CLASS = {-1: "poor", 0: "neutral", 1: "good"}
 
 CSS = """
 body { font: 15px/1.45 system-ui, sans-serif; max-width: 1040px; margin: 2em auto; padding: 0 1em; color: #222; }
@@ -16,7 +16,6 @@ th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: ta
 .note { color: #555; font-size: 13px; }
 .tokens { font: 14px/1.9 ui-monospace, monospace; white-space: pre-wrap; }
 .tokens span { border-radius: 2px; }
-.poor { background: #f4a6a6; } .good { background: #a9dfa9; } .neutral { background: transparent; }
 .card { border: 1px solid #ddd; border-radius: 6px; padding: .5em .9em; margin: .9em 0; }
 .row { display: grid; grid-template-columns: 11em 1fr; gap: .2em .8em; margin: .3em 0; }
 .row > .label { color: #555; font-size: 13px; padding-top: .15em; }
@@ -48,7 +47,8 @@ def tokens(pieces, classes=None, backgrounds=None, titles=None):
 
 def delta_tokens(pieces, delta):
     """Tokens coloured poor / neutral / good by their delta in {-1, 0, +1}."""
-    return tokens(pieces, classes=[DELTA_CLASS[int(d)] for d in delta], titles=[f"delta {int(d):+d}" for d in delta])
+    return tokens(pieces, backgrounds=[delta_colour(d).replace("none", "transparent") for d in delta],
+                  titles=[f"delta {int(d):+d}" for d in delta])
 
 
 def percentile(values, q):

@@ -132,3 +132,45 @@ def test_greedy_equals_argmax_of_full_recompute(model):
 def test_too_long_sequence_is_a_clear_error(model):
     with pytest.raises(ValueError, match="block_size"):
         generate(model, [[1] * 60], 10, EOS, PAD)
+
+
+def test_no_eos_before_min_new_tokens():
+    # a model that ends at once: 100 added to its EOS logit everywhere, so every sampled and greedy
+    # response ends at the first position where min_new_tokens allows it
+    class EndsAtOnce(GPT):
+        def forward(self, *args, **kwargs):
+            hidden, logits = super().forward(*args, **kwargs)
+            return hidden, logits + 100 * (torch.arange(logits.shape[-1]) == EOS)
+
+    torch.manual_seed(0)
+    model = EndsAtOnce(GPTConfig(vocab_size=6, block_size=64, n_layer=1, n_head=1, n_embd=8)).eval()
+    for greedy in (True, False):
+        ends = generate(model, [[1, 3]] * 8, 20, EOS, PAD, greedy=greedy,
+                        generator=torch.Generator().manual_seed(0))[2].sum(1)
+        assert ends.tolist() == [1] * 8  # unconstrained: the EOS first
+        tokens, _, mask = generate(model, [[1, 3]] * 8, 20, EOS, PAD, greedy=greedy, min_new_tokens=5,
+                                   generator=torch.Generator().manual_seed(0))
+        assert mask.sum(1).tolist() == [6] * 8  # five tokens, then the EOS
+        assert (tokens[:, :5] != EOS).all() and (tokens[:, 5] == EOS).all()
+
+
+def test_auto_picks_cuda_then_mps_then_cpu(monkeypatch):
+    # the device checks mocked: pick_device's choice, without the devices
+    touched = []
+    monkeypatch.setattr(torch, "zeros", lambda *args, device=None, **kw: touched.append(device))
+    for cuda, mps, expected in ((True, True, "cuda"), (False, True, "mps"), (False, False, "cpu")):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+        monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+        assert model_module.pick_device("auto") == expected and touched[-1] == expected
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="--device tpu7 is not a device torch can use here"):
+        model_module.pick_device("tpu7")
+
+
+def test_bf16_autocast_only_where_the_device_supports_it(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kw: True)
+    assert model_module.uses_bf16(torch.device("cuda"))
+    assert not model_module.uses_bf16(torch.device("cpu"))
+    assert not model_module.uses_bf16(torch.device("mps"))
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kw: False)  # an older GPU
+    assert not model_module.uses_bf16(torch.device("cuda"))

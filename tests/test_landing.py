@@ -1,0 +1,110 @@
+"""landing.py against a hand-worked batch and an fp64 recompute; the first look's flags and figure."""
+import copy
+import re
+
+import pytest
+import torch
+
+import guards
+import landing
+import ppo
+import text2grad
+from align import align
+from data import get_task, make_splits
+from data.tokenizer import Tokenizer, training_texts
+from model import GPT, GPTConfig
+
+
+def test_landing_share_by_hand():
+    # two answers; the last column of the first is its EOS (not a response token), the second has
+    # two tokens. Blamed: positions 0 and 2 of the first, 1 of the second.
+    change = torch.tensor([[-0.2, 0.1, -0.3, 0.4], [0.05, -0.05, 0.0, 0.0]])
+    delta = torch.tensor([[-1.0, 0.0, -1.0, 0.0], [0.0, -1.0, 0.0, 0.0]])
+    text = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
+    numbers = landing.landed({"change": change, "delta": delta, "text": text})
+    # the blamed tokens fall by 0.2 + 0.3 + 0.05; every token moves by 0.2 + 0.1 + 0.3 + 0.05 + 0.05
+    assert numbers["landing_share"] == pytest.approx(0.55 / 0.70)
+    assert numbers["blamed_tokens"] == pytest.approx(3 / 5)
+    assert numbers["blamed_change"] == pytest.approx((-0.2 - 0.3 - 0.05) / 3)
+    assert numbers["others_change"] == pytest.approx((0.1 + 0.05) / 2)
+    parts = landing.per_answer(change, delta, text)
+    assert landing.landing_share(parts, [1]) == pytest.approx(0.05 / 0.10)  # the second answer alone
+    still = landing.per_answer(torch.zeros(2, 4), delta, text)
+    assert landing.landing_share(still) == 0.0  # nothing moved: 0, not a division by zero
+
+
+def test_first_update_measures_the_change_of_log_pi_and_the_critics_blame():
+    task = get_task("summarize")
+    examples = make_splits(task, {"train": 60, "validation": 1, "test": 1}, seed=0)["train"]
+    tokenizer = Tokenizer.train(training_texts(task, examples), 300)
+    torch.manual_seed(0)
+    policy = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=192, n_layer=1, n_head=2,
+                           n_embd=16)).eval()
+    config = ppo.PPOConfig(batch_size=6, minibatch_size=3, lr=1e-2, max_new_tokens=12,
+                           value_warmup_steps=0)
+    model = ppo.PolicyWithValue(copy.deepcopy(policy))
+    batch = ppo.rollout(model, policy, [tokenizer.prompt(e.prompt) for e in examples[:6]],
+                        tokenizer.eos_id, tokenizer.pad_id, config, torch.Generator().manual_seed(0))
+    scores = text2grad.reward_function("oracle", task, tokenizer, examples, {})(range(6), batch["tokens"],
+                                                                                 batch["mask"])
+    ppo.ppo_iteration(model, model.optimizer(config), batch, scores, config, torch.Generator().manual_seed(0))
+    first = landing.first_update(task, tokenizer, examples[:6], batch, model, 1.0)
+    # the change: an fp64 log-softmax of the updated policy over each whole sequence, minus pi_old
+    with torch.no_grad():
+        logits = model.gpt(batch["ids"], batch["attention_mask"])[1].double()
+    start, N = batch["last_prompt"], batch["mask"].shape[1]
+    after = torch.log_softmax(logits[:, start:start + N], -1).gather(-1, batch["tokens"][..., None])[..., 0]
+    expected = (after - batch["logprobs"].double()) * batch["mask"]
+    torch.testing.assert_close(first["change"].double(), expected, atol=1e-5, rtol=0)
+    assert first["change"].abs().sum() > 0  # the update moved something
+    for i, (example, row) in enumerate(zip(examples, batch["tokens"].tolist())):
+        n = int(first["text"][i].sum())
+        ids = row[:n]  # the response tokens, the EOS left out
+        assert tokenizer.eos_id not in ids and "".join(first["pieces"][i]) == tokenizer.decode(ids)
+        text = tokenizer.decode(ids)
+        delta = align(text, tokenizer.offsets(ids), task.critique(example, text))[0]
+        assert first["delta"][i, :n].tolist() == delta and not first["delta"][i, n:].any()
+
+
+def test_every_flag_has_its_help_line_and_choices(capsys):
+    helps = text2grad.field_help(text2grad.Config)
+    assert set(helps) == {f for f in text2grad.Config.__dataclass_fields__}
+    assert all(len(h) > 10 for h in helps.values())
+    assert helps["min_new_tokens"].endswith("0: answers may stop before a fact")  # a continued comment
+    with pytest.raises(SystemExit):
+        text2grad.main(["--help"])
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "--task {summarize,code,qa}" in printed and "--advantage {gae,grpo}" in printed
+    squeezed = "".join(printed.split())  # argparse wraps lines, even at hyphens
+    for name, text in helps.items():
+        assert "".join(text.split()) in squeezed, name
+
+
+def test_the_figure_draws_a_method_outside_the_2x2():
+    # Things to try: a method with a judge the colours do not list (the no-critique ablation)
+    methods = {"text2grad": ("cot", "every"), "text2grad_no_cot": ("no_cot", "every")}
+    change = torch.tensor([[-0.5, 0.2, 0.0]])
+    first = {m: {"change": change, "delta": torch.tensor([[-1.0, 1.0, 0.0]]),
+                 "text": torch.tensor([[1.0, 1.0, 0.0]]), "pieces": [["Lena", "'s"]]} for m in methods}
+    table = {m: {"curve": [(0.5, 0.0), (0.6, 0.0)]} for m in methods}
+    config = text2grad.Config(figure="")
+
+    class Task:
+        NAME, PRIMARY = "summarize", "rougeL"
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        path = f"{folder}/look.svg"
+        landing.draw(path, table, first, Task, config, methods)
+        svg = open(path).read()
+    assert svg.count("<polyline") == 4 and ">text2grad_no_cot</text>" in svg
+    assert re.findall(r'rgba\(214,39,40,0\.800\)', svg)  # the fall of 0.5 on 'Lena', full strength
+
+
+def test_summarize_watches_the_answers_that_stop_before_the_plan():
+    task = get_task("summarize")
+    example = make_splits(task, {"train": 1, "validation": 1, "test": 1}, seed=0)["test"][0]
+    plan = example.facts["action"]
+    assert task.metrics(example, example.reference)["no_plan"] == 0.0
+    cut = example.reference[:example.reference.index(plan)]
+    assert task.metrics(example, cut)["no_plan"] == 1.0
+    assert task.WATCHED[0] == "no_plan"
