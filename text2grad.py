@@ -256,12 +256,13 @@ def run(config):
 
 
 def report(table, landed, task, config, watched_name):
-    """What the first look prints: each method's curve and test score with the watched share, the
-    contrasts, and where each method's first update landed (landed). One seed: the README
-    gives each number's spread over seeds, which says whether a difference means anything."""
+    """What the first look prints: each method's curve and test score beside the watched share;
+    what RL did (each method against SFT: the finding, the same on every seed); then this seed's
+    differences between methods and where each first update landed (landed), which move from
+    seed to seed about as much as they differ: the README gives each one's spread over seeds."""
     print(f"\n{task.NAME}, seed {config.seed}: validation {task.PRIMARY} before PPO and every "
           f"{config.eval_every} updates, then test; after |, {watched_name}")
-    print(f"{'method':15s} {'judge':6s} {'lands on':5s} {'lambda':>6s}  {'validation':24s} "
+    print(f"{'method':15s} {'judge':6s} {'lands':5s} {'lambda':>6s}  {'validation':24s} "
           f"{'test':>5s} | {'validation':24s} {'test':>5s}")
     for method, row in table.items():
         judge, where = METHODS.get(method, ("-", "-"))
@@ -270,27 +271,27 @@ def report(table, landed, task, config, watched_name):
         shares = " ".join(f"{share:4.0%}" for _, share in row["curve"])
         print(f"{method:15s} {judge:6s} {where:5s} {lam:>6}  {scores:24s} {row['test'][0]:5.3f} | "
               f"{shares:24s} {row['test'][1]:5.0%}")
-    print("\nContrasts on test, one seed (the README gives their spread over seeds):")
+    sft = table["sft"]["test"][0]
+    lifts = " ".join(f"{m} {row['test'][0] - sft:+.3f}" for m, row in table.items() if m != "sft")
+    print(f"\nWhat RL did, test {task.PRIMARY} minus SFT's (the finding): {lifts}")
+    print("\nThis seed's differences; over seeds they move about as much (README, the first look):")
     for name, (a, b) in CONTRASTS.items():
-        if a not in table or b not in table:
-            continue
-        difference = table[a]["test"][0] - table[b]["test"][0]
-        print(f"  {name:20s} {a} - {b}".ljust(50) + f" {difference:+.3f}")
-    rows = landed
-    blamed = next(iter(rows.values()))["blamed_tokens"]
-    print(f"\nWhere the first update landed (landing.py): on the same {config.ppo_batch_size} "
-          f"sampled answers for every method, whose tokens the critic blamed {blamed:.0%} of, the "
-          f"share of the movement of log pi that is blamed tokens falling (the landing share)")
-    print(f"{'method':15s} {'landing share':>13s} {'change of log pi: blamed':>25s} {'others':>8s}")
-    for method, row in rows.items():
-        print(f"{method:15s} {row['landing_share']:13.2f} {row['blamed_change']:25.3f} "
-              f"{row['others_change']:8.3f}")
+        if a in table and b in table:
+            difference = table[a]["test"][0] - table[b]["test"][0]
+            print(f"  test, {name:20s} {a} - {b}".ljust(56) + f" {difference:+.3f}")
     for name in ("placement, learned", "placement, critic"):
         a, b = CONTRASTS[name]
-        if a not in rows or b not in rows:
-            continue
-        difference = rows[a]["landing_share"] - rows[b]["landing_share"]
-        print(f"  {name:20s} {a} - {b}".ljust(50) + f" {difference:+.2f}")
+        if a in landed and b in landed:
+            difference = landed[a]["landing_share"] - landed[b]["landing_share"]
+            print(f"  landing share, {name:11s} {a} - {b}".ljust(56) + f" {difference:+.2f}")
+    blamed = next(iter(landed.values()))["blamed_tokens"]
+    print(f"\nWhere the first update landed (landing.py): the share of the change of log pi "
+          f"that is blamed tokens falling, on the same {config.ppo_batch_size} sampled answers "
+          f"for every method ({blamed:.0%} of their tokens blamed by the critic)")
+    print(f"{'method':15s} {'landing share':>13s} {'change of log pi: blamed':>25s} {'others':>8s}")
+    for method, row in landed.items():
+        print(f"{method:15s} {row['landing_share']:13.2f} {row['blamed_change']:25.3f} "
+              f"{row['others_change']:8.3f}")
 
 
 # PLUMBING: the command line, every flag a Config field with its comment as its help line

@@ -37,11 +37,11 @@ PRIMARY = "rougeL"
 WATCHED = ("no_plan", "answers that stop before the plan")  # read beside the curves
 
 # Chance that a demonstration carries each flaw kind, independently of the others: 2.8 flaws in an
-# average demonstration (1.6 at 0.5), each named by the critic,
-# so that a summed verdict hides which part was wrong. Each is a habit: the right form is in one
-# demonstration in ten, so PPO must find it, and the SFT policy starts at ROUGE-L 0.600 (0.674 at
-# 0.5, where every method was within 0.05 of the ceiling by the 4th update; RESULTS.md). A left-out
-# plan stays rare: an omission has no span to blame, and at 0.5 PPO learned to leave the plan out.
+# average demonstration (1.6 at 0.5), each named by the critic, so that a summed verdict hides
+# which part was wrong. Each is a habit: the right form is in one demonstration in ten, so PPO must
+# find it (at 0.5 every method was within 0.05 of the ceiling by the 4th update: experiments/LOG.md).
+# A left-out plan stays rare: an omission has no span to blame, and at 0.5 PPO learned to leave the
+# plan out (the first look's summaries cannot end before 12 tokens: text2grad.MIN_NEW_TOKENS).
 FLAW_RATES = {
     "redundant": 0.9,        # two side details appended (the advice if any, the years, a feeling)
     "wrong_number": 0.9,     # the age or the years replace the amount

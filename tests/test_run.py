@@ -422,8 +422,8 @@ def test_the_first_look_is_the_protocols_run_at_each_chosen_lambda(run_all, caps
     sizes.update(tiny["model"], updates=tiny["ppo"]["updates"], ppo_batch_size=tiny["ppo"]["batch_size"],
                  minibatch_size=tiny["ppo"]["minibatch_size"], ppo_lr=tiny["ppo"]["lr"])
     argv = [a for k, v in sizes.items() for a in (f"--{k.replace('_', '-')}", str(v))]
-    table, landed = text2grad.main(argv + ["--task", "summarize", "--device", "cpu", "--figure",
-                                           str(tmp_path / "look.svg")])
+    table, landed = text2grad.main(argv + ["--task", "summarize", "--device", "cpu", "--methods", "all",
+                                           "--figure", str(tmp_path / "look.svg")])
     printed = capsys.readouterr().out
     done = json.loads((run_all / "summarize" / "progress.json").read_text())["done"]
     sft = json.loads((run_all / "summarize" / "results.json").read_text())["sft"]["test"]
