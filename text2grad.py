@@ -62,7 +62,8 @@ class Config:  # the first look's sizes: minutes on 2 CPU cores; the lab's exper
     reward_steps: int = 60        # steps per reward model
     reward_lr: float = 2e-3       # the reward models' learning rate
     # PPO: the same for every method (ppo.PPOConfig holds the rest)
-    methods: str = "text2grad,text2grad_last,oracle,oracle_scalar"  # METHODS to run, or "all"
+    methods: str = "text2grad,text2grad_last,oracle,oracle_scalar"  # the METHODS PPO runs,
+                                                                    # comma-separated; or all
     updates: int = 8              # PPO iterations
     ppo_batch_size: int = 32      # prompts per rollout
     minibatch_size: int = 16      # sequences per gradient step
