@@ -146,20 +146,20 @@ def draw(path, table, first, task, config, methods):
     row = min([i for i in blamed if (measured["delta"][i] > 0).any()] or blamed,
               key=lambda i: len(measured["pieces"][i]))
     pieces = measured["pieces"][row]
-    changes = torch.cat([first[m]["change"][row].abs() for m in shown])
-    scale = changes.quantile(0.9).item() or 1.0  # full colour at the 90th percentile
-    svg.append(f'<text x="10" y="300">The first update, on one sampled answer: red blamed, '
-               f'green praised by the critic; then the change of log pi (red down, blue up, '
-               f'full colour at {scale:.2f})</text>')
+    scale = max(first[m]["change"][row].abs().max().item() for m in shown) or 1.0
+    svg += [f'<text x="10" y="290">The first update of each method, on one of the answers it '
+            f'trained on. First row: the critic\'s delta_t (red blamed, green praised).</text>',
+            f'<text x="10" y="308">Then each method: how far its update moved log pi of each '
+            f'token (red down, blue up; full colour at {scale:.3f}, the largest change).</text>']
     delta = measured["delta"][row].tolist()
-    svg += [f'<text x="10" y="330">critic\'s delta</text>']
-    svg += token_row(pieces, [delta_colour(d) for d in delta], 330)
+    svg += ['<text x="10" y="338">critic\'s delta</text>']
+    svg += token_row(pieces, [delta_colour(d) for d in delta], 338)
     for k, method in enumerate(shown):
         change = first[method]["change"][row].tolist()
-        svg += [f'<text x="10" y="{360 + 26 * k}">{escape(method)}</text>']
-        svg += token_row(pieces, [change_colour(c, scale) for c in change], 360 + 26 * k)
-    width = max(700, 160 + CHAR * sum(map(len, pieces)))
-    height = 380 + 26 * len(shown)
+        svg += [f'<text x="10" y="{368 + 26 * k}">{escape(method)}</text>']
+        svg += token_row(pieces, [change_colour(c, scale) for c in change], 368 + 26 * k)
+    width = max(860, 160 + CHAR * sum(map(len, pieces)))
+    height = 388 + 26 * len(shown)
     with open(path, "w") as f:
         f.write(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height}" '
                 f'font-family="sans-serif" font-size="{FONT}"><rect width="100%" height="100%" '

@@ -279,12 +279,12 @@ def report(table, landed, task, config, watched_name):
     for name, (a, b) in CONTRASTS.items():
         if a in table and b in table:
             difference = table[a]["test"][0] - table[b]["test"][0]
-            print(f"  test, {name:20s} {a} - {b}".ljust(56) + f" {difference:+.3f}")
+            print(f"  test, {name:31s} {a} - {b}".ljust(66) + f" {difference:+.3f}")
     for name in ("placement, learned", "placement, critic"):
         a, b = CONTRASTS[name]
         if a in landed and b in landed:
             difference = landed[a]["landing_share"] - landed[b]["landing_share"]
-            print(f"  landing share, {name:11s} {a} - {b}".ljust(56) + f" {difference:+.2f}")
+            print(f"  landing share, {name:22s} {a} - {b}".ljust(66) + f" {difference:+.2f}")
     blamed = next(iter(landed.values()))["blamed_tokens"]
     print(f"\nWhere the first update landed (landing.py): the share of the change of log pi "
           f"that is blamed tokens falling, on the same {config.ppo_batch_size} sampled answers "

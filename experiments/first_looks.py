@@ -50,15 +50,19 @@ def spread(values):
 
 
 def numbers(record):
-    """{name: value} of one seed: each method's test score and watched share, each contrast on
-    test, each method's landing share and the two placement contrasts of it, and the largest fall
-    of each method's validation curve between adjacent points."""
+    """{name: value} of one seed: each method's test score and watched share, what RL did (each
+    method's test score minus SFT's), each contrast on test, each method's landing share, the
+    placement contrasts of it and of the curve's first two points after the start ("early"),
+    and each method's validation curve."""
     table, landed = record["table"], record["landing"]
     out = {}
     for method, row in table.items():
         out[f"test {method}"], out[f"watched {method}"] = row["test"]
         curve = [score for score, _ in row["curve"]]
         out[f"curve {method}"] = curve
+    for method, row in table.items():  # what RL did: the first look's finding
+        if method != "sft":
+            out[f"RL, {method} - sft"] = row["test"][0] - table["sft"]["test"][0]
     pairs = {name: (a, b) for name, (a, b) in CONTRASTS.items() if a in table and b in table}
     for name, (a, b) in pairs.items():
         out[f"test {name}"] = table[a]["test"][0] - table[b]["test"][0]
@@ -86,7 +90,7 @@ def summary(records, title):
             continue
         mean, sd, n = spread([p[key] for p in per_seed])
         positive = sum(p[key] > 0 for p in per_seed)
-        sign = f"{positive} of {n}" if " - " in key or "," in key else ""
+        sign = f"{positive} of {n}" if " - " in key or "placement" in key or "judge" in key else ""
         print(f"{key:44s} {mean:7.3f} {sd:6.3f}  {sign}")
     print("mean validation curve (largest fall between adjacent points)")
     for method in records[0]["table"]:

@@ -63,7 +63,8 @@ PRESETS = {
                  sft_steps=20, batch_size=16, lr=3e-3, sft_eval_every=10, pretrain_steps=10,
                  model=dict(n_layer=1, n_head=2, n_embd=32, block_size=512),
                  samples_per_prompt=1, reward_steps=5, reward_lr=2e-3,
-                 ppo=dict(updates=2, batch_size=8, minibatch_size=8, lr=3e-5, refresh_every=2), eval_every=1,
+                 ppo=dict(updates=2, batch_size=8, minibatch_size=8, lr=3e-5, refresh_every=2, refresh_samples=4,
+                          refresh_steps=2), eval_every=1, overopt_prompts=4,
                  lambdas=(0.0, 0.95), groups=(2, 4), revise_steps=(2, 3)),
 }
 

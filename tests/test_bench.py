@@ -1,9 +1,11 @@
 """experiments/bench.py compares three forms of the loss path: they must compute the same numbers."""
+import pytest
 import torch
 
 from experiments import bench
 
 
+@pytest.mark.slow
 def test_the_three_forms_agree_with_float64():
     x = bench.make_inputs(N=96, V=40, dtype=torch.float32, device="cpu", T=32)
     errors = bench.fp64_errors(x, rows=96)

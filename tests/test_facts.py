@@ -246,6 +246,7 @@ def test_the_sweep_end_to_end(tmp_path, capsys):
         assert tables["sweep, K=1"]["rows"][name]["updates"][0] == want
 
 
+@pytest.mark.slow
 def test_the_defence_ablation_runs_each_guard_where_it_applies(tmp_path):
     out = tmp_path / "sweep"
     sweep.main(["--preset", "tiny", "--device", "cpu", "--ks", "1", "--seeds", "1", "--out", str(out), "--ablation"])

@@ -28,6 +28,8 @@ from experiments.run_folder import read_run
 from test_codegen import unmarked
 from test_report import Page
 
+pytestmark = pytest.mark.slow  # every test here runs the lab's pipeline, or reads the run it made
+
 TASKS = ("summarize", "code", "qa")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -244,7 +246,6 @@ def test_two_runs_with_one_seed_agree(run_all, tmp_path):
     assert metrics(tmp_path / "summarize" / "results.json") == metrics(run_all / "summarize" / "results.json")
 
 
-@pytest.mark.slow
 def test_killed_or_interrupted_run_resumes_to_the_same_numbers(run_all, tmp_path):
     # SIGKILL as SFT and the reward models get under way, ctrl-C once the reward models are done (one
     # line, exit 130), SIGKILL again in a PPO run, resuming each time: a stopped stage runs again from

@@ -1,3 +1,4 @@
+import pytest
 """Held-out splits are new problems, not new names: no test or validation program (code) or passage
 (qa) is also a training one under other names, checked here by a renaming of its own."""
 from data import codegen, make_splits, minilang, qa
@@ -17,6 +18,7 @@ def passage(example):
     return example.prompt[:example.prompt.index("Question:")].strip()
 
 
+@pytest.mark.slow
 def test_code_test_programs_are_new_up_to_renaming():
     splits = make_splits(codegen, SIZES, seed=0)
     assert [len(splits[s]) for s in ("train", "validation", "test")] == [3000, 100, 100]
@@ -36,6 +38,7 @@ def test_qa_test_passages_are_new():
     assert not any(passage(e) in train for e in splits["test"] + splits["validation"])
 
 
+@pytest.mark.slow
 def test_a_split_is_the_first_new_examples_of_its_stream():
     # what is dropped is replaced by the next example of the same seed's stream, so a task with
     # nothing dropped (summarize: its key is the prompt) keeps exactly the examples it had
