@@ -74,7 +74,7 @@ SWEEP_PRESETS = {
                  lr=3e-3, model=dict(n_layer=1, n_head=2, n_embd=32, block_size=384),
                  samples_per_prompt=1, reward_steps=4, reward_lr=2e-3,
                  ppo=dict(batch_size=8, minibatch_size=8, lr=3e-5, praise_fade_at=40),
-                 updates=2, eval_every=1, lambdas=(0.5, 0.95), groups=(2, 4), choose_by="last_quarter",
+                 updates=2, eval_every=1, lambdas=(0.5, 0.95), groups=(2,), choose_by="last_quarter",
                  test_curve=True, overopt_prompts=4),
 }
 REWARD_MODELS = ("cot", "scalar")  # the ones the methods read (the no-critique model is not in the sweep)

@@ -4,7 +4,8 @@ import difflib
 
 import pytest
 
-from align import FUZZY_THRESHOLD, align, find_span, span_rewards
+import align
+from align import FUZZY_THRESHOLD
 from experiments import convert
 
 # ------------------------------------------------------------------------------------------------
@@ -12,38 +13,38 @@ from experiments import convert
 
 
 def test_exact_match():
-    assert find_span("the cat sat", "cat") == (4, 7)
+    assert align.find_span("the cat sat", "cat") == (4, 7)
 
 
 def test_repeated_phrase_resolves_to_leftmost():
-    assert find_span("a cat and a cat", "cat") == (2, 5)
-    assert find_span("A CAT and A CAT", "a cat") == (0, 5)  # tier 2, still leftmost
+    assert align.find_span("a cat and a cat", "cat") == (2, 5)
+    assert align.find_span("A CAT and A CAT", "a cat") == (0, 5)  # tier 2, still leftmost
 
 
 def test_a_match_on_word_boundaries_beats_an_earlier_one_inside_a_word():
     text = "The sum is 240, not 24."
-    assert find_span(text, "24") == (20, 22)                   # the standalone 24, not the 24 of 240
-    assert find_span("The sum is 240.", "24") == (11, 13)      # no standalone one: inside the word
-    assert find_span("x>=4 or x >= 5", ">=") == (1, 3)         # no word-character ends: plain leftmost
-    assert find_span("TOTAL 240, Total 24", "total 24") == (11, 19)  # tier 2 prefers boundaries too
+    assert align.find_span(text, "24") == (20, 22)                   # the standalone 24, not the 24 of 240
+    assert align.find_span("The sum is 240.", "24") == (11, 13)      # no standalone one: inside the word
+    assert align.find_span("x>=4 or x >= 5", ">=") == (1, 3)         # no word-character ends: plain leftmost
+    assert align.find_span("TOTAL 240, Total 24", "total 24") == (11, 19)  # tier 2 prefers boundaries too
 
 
 def test_exact_tier_beats_an_earlier_loose_match():
     # "A Cat" at 0 only matches case-insensitively; the exact "a cat" at 10 is found first.
-    assert find_span("A Cat and a cat", "a cat") == (10, 15)
+    assert align.find_span("A Cat and a cat", "a cat") == (10, 15)
 
 
 def test_case_and_whitespace_insensitive_offsets_are_in_original_text():
     text = "Return   the\tSum of x"
-    assert find_span(text, "return the sum") == (0, 16)
+    assert align.find_span(text, "return the sum") == (0, 16)
     assert text[0:16] == "Return   the\tSum"
-    assert find_span(text, "  THE\n sum ") == (9, 16)
+    assert align.find_span(text, "  THE\n sum ") == (9, 16)
 
 
 def test_punctuation_difference_handled_by_fuzzy_tier():
     text = "The loop stops early, before the end."
     # window "stops early, before the end." vs phrase: 26 matching chars, ratio 2*26/(26+28) = 0.963
-    assert find_span(text, "stops early before the end") == (9, 37)
+    assert align.find_span(text, "stops early before the end") == (9, 37)
     assert text[9:37] == "stops early, before the end."
 
 
@@ -55,25 +56,25 @@ def test_phrase_below_threshold_is_not_placed():
     ratio = difflib.SequenceMatcher(None, phrase, "stops early, before the end.", autojunk=False).ratio()
     assert ratio == pytest.approx(19 / 26)
     assert ratio < FUZZY_THRESHOLD
-    assert find_span(text, phrase) is None
+    assert align.find_span(text, phrase) is None
 
 
 def test_absent_phrase():
-    assert find_span("the cat sat", "dog") is None
-    assert find_span("the cat sat", "the function never returns") is None
+    assert align.find_span("the cat sat", "dog") is None
+    assert align.find_span("the cat sat", "the function never returns") is None
 
 
 def test_unicode_offsets_are_str_indices():
     text = "Zoë paid 3 €"
-    assert find_span(text, "3 €") == (9, 12)
-    assert find_span(text, "zoë PAID") == (0, 8)       # tier 2
-    assert find_span(text, "Zoe paid") == (0, 8)       # tier 3: ratio 2*7/16 = 0.875
+    assert align.find_span(text, "3 €") == (9, 12)
+    assert align.find_span(text, "zoë PAID") == (0, 8)       # tier 2
+    assert align.find_span(text, "Zoe paid") == (0, 8)       # tier 3: ratio 2*7/16 = 0.875
 
 
 def test_empty_inputs():
-    assert find_span("", "cat") is None
-    assert find_span("the cat", "") is None
-    assert find_span("the cat", "  \n") is None
+    assert align.find_span("", "cat") is None
+    assert align.find_span("the cat", "") is None
+    assert align.find_span("the cat", "  \n") is None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -84,46 +85,46 @@ HELLO_TOKENS = [(0, 5), (5, 11)]  # "hello", " world" (byte-level BPE keeps the 
 
 
 def test_partial_overlap_labels_the_whole_token():
-    assert span_rewards(HELLO_TOKENS, [(7, 9, -1.0)], HELLO) == [0.0, -1.0]  # span "rl"
+    assert align.span_rewards(HELLO_TOKENS, [(7, 9, -1.0)], HELLO) == [0.0, -1.0]  # span "rl"
 
 
 def test_leading_space_token():
-    assert span_rewards(HELLO_TOKENS, [(6, 11, 1.0)], HELLO) == [0.0, 1.0]   # span starts at "w"
-    assert span_rewards(HELLO_TOKENS, [(0, 6, 1.0)], HELLO) == [1.0, 0.0]    # span ends on the space
+    assert align.span_rewards(HELLO_TOKENS, [(6, 11, 1.0)], HELLO) == [0.0, 1.0]   # span starts at "w"
+    assert align.span_rewards(HELLO_TOKENS, [(0, 6, 1.0)], HELLO) == [1.0, 0.0]    # span ends on the space
 
 
 def test_whitespace_only_and_empty_tokens_get_zero():
     text = "a\n\nb"
     offsets = [(0, 0), (0, 1), (1, 3), (3, 4)]  # special token, "a", "\n\n", "b"
-    assert span_rewards(offsets, [(0, 4, -1.0)], text) == [0.0, -1.0, 0.0, -1.0]
+    assert align.span_rewards(offsets, [(0, 4, -1.0)], text) == [0.0, -1.0, 0.0, -1.0]
 
 
 def test_phrase_spanning_token_boundaries_keeps_punctuation_labelled():
     text = "x >= 10"
     offsets = [(0, 1), (1, 4), (4, 7)]  # "x", " >=", " 10"
-    span = find_span(text, ">= 1")
+    span = align.find_span(text, ">= 1")
     assert span == (2, 6)
-    assert span_rewards(offsets, [(*span, -1.0)], text) == [0.0, -1.0, -1.0]
+    assert align.span_rewards(offsets, [(*span, -1.0)], text) == [0.0, -1.0, -1.0]
 
 
 def test_overlapping_good_and_poor_spans_blame_wins():
     text = "return x + 1"
     offsets = [(0, 6), (6, 8), (8, 10), (10, 12)]  # "return", " x", " +", " 1"
     spans = [(0, 8, 1.0), (7, 12, -1.0)]           # "return x" good, "x + 1" poor
-    assert span_rewards(offsets, spans, text) == [1.0, -1.0, -1.0, -1.0]
-    assert span_rewards(offsets, spans[::-1], text) == [1.0, -1.0, -1.0, -1.0]
+    assert align.span_rewards(offsets, spans, text) == [1.0, -1.0, -1.0, -1.0]
+    assert align.span_rewards(offsets, spans[::-1], text) == [1.0, -1.0, -1.0, -1.0]
 
 
 def test_multibyte_pieces_sharing_a_range_share_the_label():
     text = "Zoë paid"
     offsets = [(0, 2), (2, 3), (2, 3), (3, 8)]  # "Zo", two byte pieces of "ë", " paid"
-    assert span_rewards(offsets, [(2, 3, -1.0)], text) == [0.0, -1.0, -1.0, 0.0]
-    assert span_rewards(offsets, [(0, 3, 1.0)], text) == [1.0, 1.0, 1.0, 0.0]
+    assert align.span_rewards(offsets, [(2, 3, -1.0)], text) == [0.0, -1.0, -1.0, 0.0]
+    assert align.span_rewards(offsets, [(0, 3, 1.0)], text) == [1.0, 1.0, 1.0, 0.0]
 
 
 def test_no_tokens_or_no_spans():
-    assert span_rewards([], [(0, 1, 1.0)], "a") == []
-    assert span_rewards(HELLO_TOKENS, [], HELLO) == [0.0, 0.0]
+    assert align.span_rewards([], [(0, 1, 1.0)], "a") == []
+    assert align.span_rewards(HELLO_TOKENS, [], HELLO) == [0.0, 0.0]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -137,7 +138,7 @@ CAT_TOKENS = [(0, 3), (3, 7), (7, 11), (11, 14), (14, 18), (18, 22), (22, 23)]
 def test_align_hand_example():
     annotation = {"textual_feedback": "Wrong place.", "good_spans": ["cat sat"],
                   "poor_spans": ["the mat.", "a dog"]}
-    delta, stats = align(CAT, CAT_TOKENS, annotation)
+    delta, stats = align.align(CAT, CAT_TOKENS, annotation)
     # "cat sat" -> (4, 11); "the mat." -> (15, 23), the lowercase "the", not "The" at 0; "a dog" absent
     assert delta == [0.0, 1.0, 1.0, 0.0, -1.0, -1.0, -1.0]
     assert stats == {"spans": 3, "unaligned": 1, "labelled_tokens": 5, "tokens": 7}
@@ -145,13 +146,13 @@ def test_align_hand_example():
 
 def test_align_from_raw_annotator_text():
     raw = '```json\n{"textual_feedback": "ok", "good_spans": ["THE CAT",], // loose quote\n}\n```'
-    delta, stats = align(CAT, CAT_TOKENS, convert.parse_reply(raw))
+    delta, stats = align.align(CAT, CAT_TOKENS, convert.parse_reply(raw))
     assert delta == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
     assert stats == {"spans": 1, "unaligned": 0, "labelled_tokens": 2, "tokens": 7}
 
 
 def test_align_empty_response():
-    delta, stats = align("", [], {"textual_feedback": "empty", "good_spans": ["x"], "poor_spans": []})
+    delta, stats = align.align("", [], {"textual_feedback": "empty", "good_spans": ["x"], "poor_spans": []})
     assert delta == []
     assert stats == {"spans": 1, "unaligned": 1, "labelled_tokens": 0, "tokens": 0}
 
@@ -171,7 +172,7 @@ def test_critic_spans_land_on_their_tokens_through_real_offsets():
     for e in examples[:50]:
         text, annotation = e.demonstration, summarize.critique(e, e.demonstration)
         offsets = tokenizer.offsets(tokenizer.encode(text))
-        delta, stats = align(text, offsets, annotation)
+        delta, stats = align.align(text, offsets, annotation)
         assert stats["unaligned"] == 0
         for sign, key in ((-1, "poor_spans"), (1, "good_spans")):
             tokens = [o for o, d in zip(offsets, delta) if d == sign]

@@ -9,8 +9,7 @@ import torch
 import guards
 import loss
 import ppo
-from loss import clipped_losses
-from model import GPT, GPTConfig, generate
+from model import GPT, GPTConfig, generate, token_logprobs
 
 PAD, EOS = 0, 2
 
@@ -271,6 +270,30 @@ def test_rollout_logprobs_match_the_sampler_and_first_ratio_is_one(policy):
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
+def sampler_gap(model, prompts, eos_id, pad_id):
+    """Largest |log-prob the sampler drew with - log-prob the trainer computes| over the real
+    response tokens: exercises E8's measurement, written as the exercise asks."""
+    tokens, sampled, mask = generate(model.gpt, prompts, 12, eos_id, pad_id, temperature=1.0,
+                                     generator=torch.Generator().manual_seed(0), with_logprobs=True)
+    batch = ppo.score_responses(model, model.gpt, prompts, tokens, mask, eos_id, pad_id,
+                                ppo.PPOConfig(temperature=1.0))
+    return ((batch["logprobs"] - sampled) * batch["mask"]).abs().max().item()
+
+
+@pytest.fixture
+def logprob_gap():
+    return sampler_gap
+
+
+def test_the_trainer_reads_the_log_probs_the_sampler_drew_and_the_suspect_does_not(policy,
+                                                                                  logprob_gap):
+    """exercises E8: the measurement that finds the silent bug of exercises/silent_bug.py."""
+    from exercises.silent_bug import SuspectPolicy
+    prompts = [[1, 5, 6], [1, 7], [1, 8, 9, 10], [1, 4], [1, 11, 3], [1, 6, 6]]
+    assert logprob_gap(ppo.PolicyWithValue(copy.deepcopy(policy)), prompts, EOS, PAD) < 1e-4
+    assert logprob_gap(SuspectPolicy(copy.deepcopy(policy)), prompts, EOS, PAD) > 0.5
+
+
 def test_ppo_pushes_down_a_blamed_token(policy):
     """A token-level reward of -1 on every sampled 7 (and nothing else): after a few updates the
     policy writes fewer 7s, while the reference is untouched."""
@@ -297,6 +320,35 @@ def test_ppo_pushes_down_a_blamed_token(policy):
     assert history[-1]["score"] > history[0]["score"]  # fewer blamed tokens sampled
     for p, q in zip(reference.parameters(), policy.parameters()):
         assert torch.equal(p, q)
+
+
+def test_one_update_pushes_the_blamed_tokens_down_more_under_text2grad_than_scalar_ppo(policy):
+    """The method in one update (exercises, E6). One sampled batch, -1 on every sampled 7, placed
+    on the 7s (Text2Grad) or summed on each response's last token (scalar PPO); from the same
+    policy, one PPO iteration each, lambda 0.5 (text2grad's on code) and V = 0 (the head starts
+    at zero). Measured afterwards on the same tokens: the blamed 7s' log-probs fall further under
+    Text2Grad. (At lambda 0.95 with V = 0 the two tie: exercises/QUESTIONS.md, question 2.)"""
+    config = ppo.PPOConfig(max_new_tokens=10, batch_size=32, minibatch_size=8, lr=3e-3,
+                           beta=0.0, missing_eos_penalty=0.0, lam=0.5)
+    prompts = [[1, 3 + i % 8] for i in range(32)]
+    start = ppo.PolicyWithValue(copy.deepcopy(policy))
+    torch.manual_seed(0)
+    batch = ppo.rollout(start, policy, prompts, EOS, PAD, config, torch.Generator().manual_seed(3))
+    mask = batch["mask"]
+    blamed = (batch["tokens"] == 7) & mask.bool()
+    assert 10 <= blamed.sum() <= 0.5 * mask.sum()
+    dense = -blamed.float()
+    fall = {}
+    for name, scores in (("text2grad", dense), ("scalar", ppo.final_scores(dense.sum(1), mask))):
+        model = copy.deepcopy(start)
+        ppo.ppo_iteration(model, model.optimizer(config), batch, scores, config,
+                          torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            logits, _ = model(batch["ids"], batch["attention_mask"], batch["last_prompt"],
+                              mask.shape[1])
+        change = token_logprobs(logits, batch["tokens"], config.temperature) - batch["logprobs"]
+        fall[name] = -change[blamed].mean().item()
+    assert fall["text2grad"] > 0 and fall["text2grad"] > 1.5 * max(fall["scalar"], 0.0), fall
 
 
 @pytest.mark.slow
@@ -334,7 +386,7 @@ def test_actor_critic_reads_the_response_positions_of_the_full_forward(policy):
 def value_loss_only(values, old_values, returns, value_clip):
     """loss.clipped_losses with the policy terms switched off (advantages 0): its value_loss stat."""
     ones = torch.ones_like(values)
-    _, stats = clipped_losses(torch.zeros_like(values), torch.zeros_like(values), values, ones,
+    _, stats = loss.clipped_losses(torch.zeros_like(values), torch.zeros_like(values), values, ones,
                                   torch.zeros_like(values), old_values, torch.zeros_like(values), returns,
                                   *map(torch.tensor, (0.2, value_clip, 1.0, 0.0)))
     return stats["value_loss"].item(), stats["value_clip_fraction"].item()

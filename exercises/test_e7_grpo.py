@@ -1,0 +1,8 @@
+"""E7, an extension: GRPO's group advantages, per token and per response (grpo.py)."""
+from tests.test_grpo import (  # noqa: F401
+    test_a_group_without_differences_has_zero_advantages_not_nan, test_groups_are_normalised_apart,
+    test_grpo_pushes_down_a_blamed_token, test_response_advantages_collapse_the_spans,
+    test_the_collapse_is_the_last_token_reward, test_token_advantages_of_a_hand_worked_group)
+
+HINT = ("E7: view the rows as (B / group, group * N); normalise over the mask; sum from t on with "
+        "flip-cumsum-flip; a spread below 1e-5 (1 + |mean|) gives 0 (exercises/README.md, E7)")
