@@ -348,6 +348,7 @@ def test_one_update_pushes_the_blamed_tokens_down_more_under_text2grad_than_scal
                               mask.shape[1])
         change = token_logprobs(logits, batch["tokens"], config.temperature) - batch["logprobs"]
         fall[name] = -change[blamed].mean().item()
+    print(f"lambda {config.lam}: the blamed 7s' mean fall of log pi {fall}")  # seen with -s
     assert fall["text2grad"] > 0 and fall["text2grad"] > 1.5 * max(fall["scalar"], 0.0), fall
 
 
