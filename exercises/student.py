@@ -13,11 +13,14 @@ import torch  # noqa: F401  (you will want it)
 
 def find_span(text, phrase):
     """E1 (align.py). Character range (start, end) of phrase in text, end exclusive, or None.
-    Tier 1: the exact phrase. Tier 2: case- and whitespace-insensitive ("the  Sum" matches
-    "THE sum"); the range is in the original text. In each tier, a match on word boundaries
-    (no letter or digit glued to either end) beats an earlier one inside a word: "24" in
-    "240, not 24" is the standalone 24. Otherwise the leftmost match wins.
-    Extension: tier 3, the fuzzy match (align._fuzzy_span does it; read it, then call it)."""
+    An empty or whitespace-only phrase (or text) gives None.
+    Tier 1: the phrase exactly as given, spaces included. Tier 2: case- and whitespace-
+    insensitive, the phrase's words joined by any run of whitespace ("the  Sum" matches
+    "THE sum"); the range is in the original text. In each tier a match on word boundaries
+    beats an earlier one inside a word ("24" in "240, not 24" is the standalone 24); the check
+    applies only at an end of the phrase that is itself a word character (a letter, digit
+    or _), so ">=" has no boundary to respect. Otherwise the leftmost match wins.
+    Extension: tier 3, when both miss: return align._fuzzy_span(text, phrase.split())."""
     raise NotImplementedError("E1: write find_span in exercises/student.py (handout, E1)")
 
 
@@ -40,8 +43,9 @@ def bound_praise(delta, tokens):
 
 
 def final_scores(values, mask):
-    """E3 (ppo.py). Standard RLHF's placement: values (B,) -> scores (B, N), each value on its
-    response's last real token (the last 1 of its mask row), 0 everywhere else, padding included.
+    """E3 (ppo.py). Standard RLHF's placement: values (B,), a tensor or a list of floats ->
+    scores (B, N), a float tensor on mask's device with each value on its response's last real
+    token (the last 1 of its mask row) and 0 everywhere else, padding included.
     mask: float (B, N), 1 on response tokens. A row with an empty mask gets nothing."""
     raise NotImplementedError("E3: write final_scores in exercises/student.py (handout, E3)")
 
@@ -70,10 +74,12 @@ def clipped_losses(logprobs, entropy, values, mask, old_logprobs, old_values, ad
         V~_t  = V_old_t + clip(V_t - V_old_t, -value_clip, value_clip)
         L_V   = 0.5 mean_t max((V_t - R_t)^2, (V~_t - R_t)^2)
         loss  = L_pi + value_coef L_V - entropy_coef mean_t H_t
-    All tensors (B, N); the coefficients are 0-d tensors (value_clip may be inf).
-    Returns (loss, stats): stats a dict of detached 0-d tensors with at least policy_loss,
-    value_loss, entropy, approx_kl (mean of (rho - 1) - log rho), clip_fraction (share of
-    tokens with |rho - 1| > clip), value_clip_fraction and ratio (mean rho)."""
+    All tensors (B, N); the coefficients are 0-d tensors (value_clip may be inf). Outside the
+    mask the inputs may hold anything: mask the log-ratio before exp.
+    Returns (loss, stats): stats a dict of detached 0-d tensors, each a mean over the real
+    tokens: policy_loss, value_loss, entropy, approx_kl ((rho - 1) - log rho), clip_fraction
+    (share with |rho - 1| > clip), value_clip_fraction (share with |V - V_old| > value_clip)
+    and ratio (rho)."""
     raise NotImplementedError("E5: write clipped_losses in exercises/student.py (handout, E5)")
 
 
@@ -85,8 +91,10 @@ def group_advantages(scores, mask, group, per="token"):
                       within the response.
       per "response": R_i = the sum of response i's scores; normalise the group's R, A_t = R~_i
                       on every real token of response i.
-    A group whose values are all equal (up to float rounding) gets 0, never NaN. A ValueError
-    names any other `per`. scores, mask (B, N) -> advantages (B, N), zero outside the mask."""
+    Only real tokens enter a group's statistics per token; per response every response counts
+    (an empty one has R = 0). A group whose std is at most 1e-5 * (1 + |mean|) (equal values up
+    to float rounding) gets 0, never NaN. A ValueError names any other `per`.
+    scores, mask (B, N) -> advantages (B, N), zero outside the mask."""
     raise NotImplementedError("E7: write group_advantages in exercises/student.py (handout, E7)")
 
 

@@ -270,30 +270,6 @@ def test_rollout_logprobs_match_the_sampler_and_first_ratio_is_one(policy):
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
-def sampler_gap(model, prompts, eos_id, pad_id):
-    """Largest |log-prob the sampler drew with - log-prob the trainer computes| over the real
-    response tokens: exercises E8's measurement, written as the exercise asks."""
-    tokens, sampled, mask = generate(model.gpt, prompts, 12, eos_id, pad_id, temperature=1.0,
-                                     generator=torch.Generator().manual_seed(0), with_logprobs=True)
-    batch = ppo.score_responses(model, model.gpt, prompts, tokens, mask, eos_id, pad_id,
-                                ppo.PPOConfig(temperature=1.0))
-    return ((batch["logprobs"] - sampled) * batch["mask"]).abs().max().item()
-
-
-@pytest.fixture
-def logprob_gap():
-    return sampler_gap
-
-
-def test_the_trainer_reads_the_log_probs_the_sampler_drew_and_the_suspect_does_not(policy,
-                                                                                  logprob_gap):
-    """exercises E8: the measurement that finds the silent bug of exercises/silent_bug.py."""
-    from exercises.silent_bug import SuspectPolicy
-    prompts = [[1, 5, 6], [1, 7], [1, 8, 9, 10], [1, 4], [1, 11, 3], [1, 6, 6]]
-    assert logprob_gap(ppo.PolicyWithValue(copy.deepcopy(policy)), prompts, EOS, PAD) < 1e-4
-    assert logprob_gap(SuspectPolicy(copy.deepcopy(policy)), prompts, EOS, PAD) > 0.5
-
-
 def test_ppo_pushes_down_a_blamed_token(policy):
     """A token-level reward of -1 on every sampled 7 (and nothing else): after a few updates the
     policy writes fewer 7s, while the reference is untouched."""
