@@ -76,7 +76,6 @@ class Config:  # the first look's sizes: minutes on 2 CPU cores; the lab's exper
     per: str = "token"            # grpo on the span methods: token, or response (the sum-collapse)
     compile: bool = False         # torch.compile the hot loss path (loss.py)
     figure: str = "first_look.svg"  # the curves and one answer token by token; "" for none
-    exercises: bool = False       # the functions written in exercises/student.py, not the project's
 
 
 CHOICES = {"task": TASKS, "advantage": ("gae", "grpo"), "per": ("token", "response")}
@@ -339,9 +338,6 @@ def main(argv=None):
         config.device = pick_device(config.device)
     except ValueError as error:
         parser.error(str(error))
-    if config.exercises:  # a student's functions in place of the project's (exercises/README.md)
-        from exercises import seam
-        print(seam.install_student())
     return run(config)
 
 

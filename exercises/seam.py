@@ -3,7 +3,7 @@
 The project's files call these functions through their modules' namespaces (align.align calls
 find_span, ppo.ppo_iteration calls compute_advantages, loss.ppo_loss calls clipped_losses, ...),
 so one setattr per name puts another function in every place the method uses it. Nothing in the
-core knows about exercises; the checks and `python text2grad.py --exercises` call install().
+core knows about exercises; the checks and `python -m exercises` (__main__.py) call install().
 """
 import inspect
 
@@ -48,7 +48,7 @@ def install(functions):
 
 
 def install_student():
-    """python text2grad.py --exercises: the functions written so far in exercises/student.py in
+    """python -m exercises: the functions written so far in exercises/student.py in
     place of the project's; the rest stay the project's. Returns the line that says which."""
     from exercises import student
     mine = written(student)

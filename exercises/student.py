@@ -2,7 +2,7 @@
 
     python -m pytest exercises                  # the checks, on these functions
     python -m pytest exercises -k e3            # one exercise's checks
-    python text2grad.py --exercises             # the first look with the ones you have written
+    python -m exercises                         # the first look with the ones you have written
 
 Each function has the signature of the project's function of the same name (the file named in
 its docstring), and the checks are the project's own tests, run on yours. torch is all you need;

@@ -16,6 +16,7 @@ import loss
 import ppo
 import text2grad
 from exercises import seam, student
+from exercises.__main__ import main as first_look
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXERCISE_OF = {name: e for e, names in seam.EXERCISES.items() for name in names}
@@ -57,8 +58,8 @@ TINY = ["--task", "code", "--device", "cpu", "--train", "64", "--annotated", "32
 
 @pytest.mark.slow
 def test_the_first_look_through_the_seam_equals_the_plain_run(monkeypatch, capsys):
-    """--exercises with the project's own functions in exercises/student.py (wrapped, counted):
-    every function is called through the seam, and every number is the plain run's."""
+    """python -m exercises with the project's own functions in exercises/student.py (wrapped,
+    counted): every function is called through the seam, and every number is the plain run's."""
     for module, name in ((m, n) for n, m in seam.HOMES.items()):
         monkeypatch.setattr(module, name, getattr(module, name))  # put back after the test
     plain = text2grad.main(TINY)
@@ -71,7 +72,7 @@ def test_the_first_look_through_the_seam_equals_the_plain_run(monkeypatch, capsy
         return wrapper
     for name, function in seam.reference().items():
         monkeypatch.setattr(student, name, counted(name, function))
-    through = text2grad.main(TINY + ["--exercises"])
+    through = first_look(TINY)
     assert through == plain
     # code pays praise per phrase (bound_praise); GRPO is not run here (exercises/test_e7_grpo.py)
     assert {name for name, n in calls.items() if n == 0} == {"group_advantages"}
