@@ -4,15 +4,21 @@
     EXERCISES=reference python -m pytest exercises    # the project's own: every check passes
     python -m pytest                                  # the project's suite: the project's own
 
-Every check is one of the project's tests (tests/), imported by name: the checks a student's
+Every check is one of the project's tests, imported by name from tests/ (on the path below, as
+pytest puts it there for the project's own suite: one module either way): the checks a student's
 function must pass are the ones the project's function passes. Before each check the seam puts
 the chosen functions in place (exercises/seam.py), and puts the project's back after it.
 """
 import os
+import sys
 
 import pytest
 
 from exercises import seam, student
+
+TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests")
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
 
 MODES = ("student", "reference")
 

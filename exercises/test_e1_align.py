@@ -1,5 +1,5 @@
 """E1, span alignment: find_span and span_rewards (align.py), then align() on top of them."""
-from tests.test_align import (  # noqa: F401  (the project's own checks, collected here)
+from test_align import (  # noqa: F401  (the project's own checks, collected here)
     test_a_match_on_word_boundaries_beats_an_earlier_one_inside_a_word, test_absent_phrase,
     test_align_empty_response, test_align_hand_example,
     test_case_and_whitespace_insensitive_offsets_are_in_original_text,

@@ -1,5 +1,5 @@
 """E1, extension: the fuzzy tier of find_span (align._fuzzy_span), after exact and loose."""
-from tests.test_align import (  # noqa: F401
+from test_align import (  # noqa: F401
     test_phrase_below_threshold_is_not_placed, test_punctuation_difference_handled_by_fuzzy_tier,
     test_unicode_offsets_are_str_indices)
 

@@ -1,5 +1,5 @@
 """E2, a guard: praise bounded per phrase (guards.bound_praise)."""
-from tests.test_guards import (  # noqa: F401
+from test_guards import (  # noqa: F401
     setup, test_a_repeated_praised_clause_does_not_raise_text2grads_return,
     test_bound_praise_hand_worked)
 

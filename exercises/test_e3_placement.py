@@ -1,5 +1,5 @@
 """E3, reward placement: final_scores and token_rewards (ppo.py)."""
-from tests.test_ppo import (  # noqa: F401
+from test_ppo import (  # noqa: F401
     policy, test_final_score_sits_on_the_sampled_eos,
     test_final_scores_land_on_the_last_real_token_never_padding,
     test_token_rewards_kl_and_missing_eos)

@@ -1,5 +1,5 @@
 """E4, GAE and the returns (ppo.compute_advantages)."""
-from tests.test_ppo import (  # noqa: F401
+from test_ppo import (  # noqa: F401
     policy, test_compute_advantages_hand_worked, test_compute_advantages_matches_naive_loop,
     test_warm_up_fits_the_reward_to_go_and_leaves_the_policy_alone)
 

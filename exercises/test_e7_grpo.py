@@ -1,5 +1,5 @@
 """E7, an extension: GRPO's group advantages, per token and per response (grpo.py)."""
-from tests.test_grpo import (  # noqa: F401
+from test_grpo import (  # noqa: F401
     test_a_group_without_differences_has_zero_advantages_not_nan, test_groups_are_normalised_apart,
     test_grpo_pushes_down_a_blamed_token, test_response_advantages_collapse_the_spans,
     test_the_collapse_is_the_last_token_reward, test_token_advantages_of_a_hand_worked_group)

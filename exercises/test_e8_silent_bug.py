@@ -2,7 +2,7 @@
 import pytest
 
 from exercises import student
-from tests.test_silent_bug import (  # noqa: F401
+from test_silent_bug import (  # noqa: F401
     policy, sampler_gap,
     test_the_trainer_reads_the_log_probs_the_sampler_drew_and_the_suspect_does_not)
 

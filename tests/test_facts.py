@@ -6,7 +6,7 @@ import pytest
 import text2grad
 from data import Example, facts
 from experiments import optimisers, ppo_runs, stats, sweep
-from tests.test_report import Page
+from test_report import Page
 
 
 def order(*sites):

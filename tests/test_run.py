@@ -25,8 +25,8 @@ from data.annotations import read_jsonl
 from experiments import (credit_landing, critique_check, optimisers, ppo_runs, protocol, report, reward_grid,
                          value_heads)
 from experiments.run_folder import read_run
-from tests.test_codegen import unmarked
-from tests.test_report import Page
+from test_codegen import unmarked
+from test_report import Page
 
 pytestmark = pytest.mark.slow  # every test here runs the lab's pipeline, or reads the run it made
 

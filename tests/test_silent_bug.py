@@ -7,7 +7,7 @@ import torch
 
 import ppo
 from model import generate
-from tests.test_ppo import EOS, PAD, policy  # noqa: F401  (the tiny GPT fixture)
+from test_ppo import EOS, PAD, policy  # noqa: F401  (the tiny GPT fixture)
 
 
 def sampler_gap(model, prompts, eos_id, pad_id):
