@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from experiments.checkpoint import load_checkpoint
 from data import get_task
 from experiments.runstate import fail
-from experiments.protocol import PRESETS
+from experiments.presets import PRESETS
 from data import experiment_splits
 from guards import PRAISE
 from text2grad import REWARD_MODELS
@@ -23,7 +23,7 @@ from text2grad import REWARD_MODELS
 class Run:
     folder: str
     task: object          # the data/ module of the run's task
-    preset: dict          # experiments.protocol.PRESETS[the run's preset], its "ppo" with the run's praise
+    preset: dict          # experiments.presets.PRESETS[the run's preset], its "ppo" with the run's praise
     seed: int             # the run's --seed
     splits: dict          # {"train", "validation", "test"}: lists of examples
     policy: object        # the SFT policy (model.GPT)
