@@ -5,7 +5,8 @@
 
 The critic's spans become delta_t (align.py); the guards turn delta_t into score_t (guards.py);
 PPO's reward is r_t = score_t - beta KL_t on every token (Text2Grad) or the scores summed onto the
-last token (scalar PPO), with KL_t = 0 at the first update. GAE turns rewards into advantages
+last token (where scalar PPO puts its reward), with KL_t = 0 at the first update. GAE turns rewards
+into advantages
     A_t = sum_l (gamma lambda)^l (r_{t+l} + gamma V_{t+l+1} - V_{t+l}),   gamma = 1,
 and the update multiplies grad log pi(y_t) by A_t whitened over the batch (ppo.masked_whiten).
 Printed for each method: A_t at lambda 0 with V = 0 (r_t itself), at the lambda the method runs at
@@ -104,7 +105,7 @@ def main(argv=None):
           f"method's lambda\nwith V = 0 and with V fitted to {BATCH} demonstrations, then that "
           f"whitened: what multiplies grad log pi")
     print(f"{'':>14} {'':>5} | {'Text2Grad, lambda ' + str(lams['text2grad']):^32} | "
-          f"{'scalar PPO, lambda ' + str(lams['ppo_scalar']):^32}")
+          f"{'last token (summed), lambda ' + str(lams['ppo_scalar']):^32}")
     head = f"{'r_t':>5} {'l=0':>6} {'V=0':>6} {'V fit':>6} {'white':>6}"
     print(f"{'token':>14} {'delta':>5} | {head} | {head}")
     for row in rows:
@@ -113,11 +114,11 @@ def main(argv=None):
                            ("A_{}_white", 6)))
                  for name in ("text2grad", "ppo_scalar")]
         print(f"{row['token']!r:>14} {row['delta']:>5} | {cells[0]} | {cells[1]}")
-    print("\nAt lambda 0 each Text2Grad token is pushed as the critique says and scalar PPO "
-          "pushes only the last\ntoken. With V = 0 and lambda near 1, A_t sums every later reward, "
-          "so blame from a late clause\nreaches the praised tokens before it. A fitted V takes "
-          "away what a typical answer earns from t on,\nso what is left is this answer against "
-          "the others; the README reads this table row by row.")
+    print("\nAt lambda 0 each Text2Grad token is pushed as the critique says, and the sum on the "
+          "last token\npushes only that token. With V = 0 and lambda near 1, A_t sums every later "
+          "reward, so blame\nfrom a late clause reaches the praised tokens before it. A fitted V "
+          "takes away what a typical\nanswer earns from t on, so what is left is this answer "
+          "against the others; the README reads\nthis table row by row.")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from data.metrics import rouge
 
 NAME = "summarize"
 PRIMARY = "rougeL"
-WATCHED = ("no_plan", "answers that stop before the plan")  # read beside the curves
+WATCHED = ("no_plan", "answers without the plan")  # read beside the curves
 
 # Chance that a demonstration carries each flaw kind, independently of the others: 2.8 flaws in an
 # average demonstration (1.6 at 0.5), each named by the critic, so that a summed verdict hides
