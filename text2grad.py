@@ -10,9 +10,8 @@
 The one idea is reward_function: the same critique lands either on the tokens its spans name
 (Text2Grad) or, summed, on the last token (scalar RLHF), judged by a learned reward model or by
 the critic itself; everything else is shared. Then landing.py measures where each method's first
-update moved log pi. Left to the lab (`python -m experiments.protocol`): seeds and intervals,
-choosing GAE lambda on validation (LAMBDAS), the no-critique ablation, the reward model refreshed
-on the policy's samples during PPO, resume.
+update moved log pi. Seeds, intervals, the lambda grid (LAMBDAS) and the ablations are the lab's
+(`python -m experiments.protocol`; experiments/information.py for what each method is given).
 """
 import argparse
 import copy
@@ -76,9 +75,11 @@ class Config:  # the first look's sizes: minutes on 2 CPU cores; the lab's exper
     per: str = "token"            # grpo on the span methods: token, or response (the sum-collapse)
     compile: bool = False         # torch.compile the hot loss path (loss.py)
     figure: str = "first_look.svg"  # the curves and one answer token by token; "" for none
+    sft_on: str = "demonstrations"  # SFT's targets: the flawed demonstrations, or references
 
 
-CHOICES = {"task": TASKS, "advantage": ("gae", "grpo"), "per": ("token", "response")}
+CHOICES = {"task": TASKS, "advantage": ("gae", "grpo"), "per": ("token", "response"),
+           "sft_on": ("demonstrations", "references")}
 
 # GAE lambda per task and method, chosen from {0, 0.5, 0.95} on validation by the lab's experiment
 # at seed 100 (RESULTS.md): the paper's 0.95, but the span methods' 0.5 on code
@@ -154,11 +155,25 @@ def reward_function(method, task, tokenizer, examples, reward_models, shaping=No
 
 # METHOD: the stages, top to bottom
 
+def sft_policy(config, task, tokenizer, demonstrations):
+    """Pretraining on the task's correct text, then SFT on the flawed demonstrations (or, with
+    config.sft_on "references", on the clean references that every RL method is denied)."""
+    policy = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=config.block_size,
+                           n_layer=config.n_layer, n_head=config.n_head,
+                           n_embd=config.n_embd)).to(config.device)
+    train_sft(policy, tokenizer, demonstrations, config.pretrain_steps, config.batch_size,
+              config.lr, config.device, config.seed,
+              document=lambda e, rng: document(task, e, rng), desc="pretraining")
+    clean = (lambda e, rng: [(e.prompt, e.reference)]) if config.sft_on == "references" else None
+    train_sft(policy, tokenizer, demonstrations, config.sft_steps, config.batch_size, config.lr,
+              config.device, config.seed, document=clean)
+    return policy
+
+
 def run(config):
-    """The method on one task, stage by stage; prints what each stage made, then the table,
-    where each method's first update landed, and draws config.figure. Returns (table, landed):
-    table[method] = {"lambda", "curve": [(score, watched share)], "test": (score, share)},
-    landed[method] = landing.landed's numbers of its first update."""
+    """The method on one task, stage by stage, printing what each stage made, the table and where
+    each method's first update landed. Returns (table, landed): table[method] = {"lambda", "curve":
+    [(score, watched share)], "test": (score, share)}; landed[method]: landing.landed's numbers."""
     task, device, start = get_task(config.task), config.device, time.time()
     say = lambda message: print(f"[{task.NAME} {time.time() - start:4.0f}s] {message}")
     torch.manual_seed(config.seed)
@@ -174,15 +189,7 @@ def run(config):
     splits, demonstrations = experiment_splits(task, dataclasses.asdict(config), config.seed)
     tokenizer = Tokenizer.train(training_texts(task, splits["train"]), config.vocab_size)
 
-    # pretraining on the task's correct text, then SFT on the flawed demonstrations
-    policy = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=config.block_size,
-                           n_layer=config.n_layer, n_head=config.n_head,
-                           n_embd=config.n_embd)).to(device)
-    train_sft(policy, tokenizer, demonstrations, config.pretrain_steps, config.batch_size,
-              config.lr, device, config.seed, document=lambda e, rng: document(task, e, rng),
-              desc="pretraining")
-    train_sft(policy, tokenizer, demonstrations, config.sft_steps, config.batch_size, config.lr,
-              device, config.seed)
+    policy = sft_policy(config, task, tokenizer, demonstrations)
     sft_test = scored(policy, splits["test"])
     say(f"SFT: test {task.PRIMARY} {sft_test[0]:.3f}; {watched_name}: {sft_test[1]:.0%}")
 
@@ -218,9 +225,8 @@ def run(config):
     # PPO from the SFT policy with each method's reward: the same prompts and seed for every
     # method, so their first update samples the same answers; landing.py reads that update
     prompts = [tokenizer.prompt(e.prompt) for e in splits["train"]]
-    min_new_tokens = config.min_new_tokens
-    if min_new_tokens is None:
-        min_new_tokens = MIN_NEW_TOKENS.get(task.NAME, 0)
+    min_new_tokens = (MIN_NEW_TOKENS.get(task.NAME, 0) if config.min_new_tokens is None
+                      else config.min_new_tokens)
     table = {"sft": {"lambda": None, "curve": [sft_test], "test": sft_test}}
     first = {}  # method -> where its first update landed (landing.first_update)
     for method, (judge, where) in methods.items():
@@ -259,8 +265,7 @@ def run(config):
 def report(table, landed, task, config, watched_name):
     """What the first look prints: each method's curve and test score beside the watched share;
     what RL did (each method against SFT: the finding, the same on every seed); then this seed's
-    differences between methods and where each first update landed (landed), which move from
-    seed to seed about as much as they differ: the README gives each one's spread over seeds."""
+    differences and landing shares, which move from seed to seed about as much (README: spreads)."""
     print(f"\n{task.NAME}, seed {config.seed}: validation {task.PRIMARY} before PPO and every "
           f"{config.eval_every} updates, then test; after |, {watched_name}")
     print(f"{'method':15s} {'judge':6s} {'lands':5s} {'lambda':>6s}  {'validation':24s} "

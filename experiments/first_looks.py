@@ -36,6 +36,7 @@ def one_seed(seed, out, device, **fields):
         table, landed = run(Config(seed=seed, device=device, figure="", **fields))
     record = {"seed": seed, "seconds": time.time() - start, "device": device, "fields": fields,
               "table": table, "landing": landed}
+    os.makedirs(out, exist_ok=True)
     atomic_save(printed.getvalue(), os.path.join(out, f"seed{seed}.txt"))
     atomic_save(json.dumps(record, indent=1), path)
     return record

@@ -1,0 +1,114 @@
+"""experiments/information.py: the rows that hold the information fixed spend the critic calls they
+say, keep what they say, and start from the first look's own SFT policy."""
+import random
+
+import pytest
+import torch
+
+import text2grad
+from experiments import information
+
+TINY = dict(train=64, annotated=32, demonstrations=320, validation=8, test=8, vocab_size=400,
+            pretrain_steps=3, sft_steps=5, batch_size=8, reward_steps=2, updates=1,
+            ppo_batch_size=8, minibatch_size=8, eval_every=1, n_layer=1, n_head=2, n_embd=32,
+            block_size=512, figure="", device="cpu")
+
+
+def test_delete_blamed_cuts_each_blamed_phrase_and_tidies_the_spaces():
+    text = "Mia needs 300 dollars to fix the car, and she feels bad."
+    cut = information.delete_blamed(text, {"poor_spans": [", and she feels bad", "Mia "]})
+    assert cut == "needs 300 dollars to fix the car."
+    overlapping = {"poor_spans": ["fix the car", "the car, and"]}  # cut once, not twice
+    assert information.delete_blamed(text, overlapping) == "Mia needs 300 dollars to she feels bad."
+    assert information.delete_blamed(text, {"poor_spans": ["not there"]}) == text
+
+
+def stage(seed=3):
+    config = text2grad.Config(seed=seed, **TINY)
+    task, splits, tokenizer, policy = information.sft_stage(config)
+    return config, task, splits, tokenizer, policy
+
+
+class Built(Exception):
+    """Stops text2grad.run once its SFT policy is built."""
+
+
+def test_the_rows_without_rl_start_from_the_first_looks_own_sft_policy(monkeypatch):
+    captured = {}
+    original = text2grad.sft_policy
+
+    def keep(*arguments):
+        captured["policy"] = original(*arguments)
+        raise Built
+
+    monkeypatch.setattr(text2grad, "sft_policy", keep)
+    with pytest.raises(Built):
+        text2grad.run(text2grad.Config(seed=3, methods="oracle", **TINY))
+    monkeypatch.undo()
+    rebuilt = stage(seed=3)[-1]
+    for a, b in zip(captured["policy"].state_dict().values(), rebuilt.state_dict().values()):
+        assert torch.equal(a, b)
+
+
+def test_expert_iteration_keeps_the_best_of_k_and_spends_the_annotations_calls(monkeypatch):
+    config, task, splits, tokenizer, policy = stage()
+    calls, kept_answers = [], []
+    critique = task.critique
+    monkeypatch.setattr(task, "critique", lambda e, r: calls.append(r) or critique(e, r))
+
+    def sample(policy, tokenizer, examples, config, task, generator):
+        # K answers per prompt: the flawed demonstration three times, the reference once (second)
+        texts = [e.reference if i % information.K == 1 else e.demonstration
+                 for i, e in enumerate(examples)]
+        rows = [tokenizer.encode(t) + [tokenizer.eos_id] for t in texts]
+        width = max(map(len, rows))
+        tokens = torch.tensor([r + [tokenizer.pad_id] * (width - len(r)) for r in rows])
+        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+        return tokens, mask, texts
+
+    def fine_tune(policy, tokenizer, kept, lr, steps, config):
+        kept_answers.append(kept)
+        return policy
+
+    monkeypatch.setattr(information, "sample", sample)
+    monkeypatch.setattr(information, "fine_tune", fine_tune)
+    prompts = [e for e in splits["train"] if e.flaws]  # a flawed demonstration scores lower
+    _, cost = information.expert_iteration(policy, task, tokenizer, prompts, config, 1e-4, 1)
+    assert cost["critic calls"] == len(calls) == config.annotated * config.samples_per_prompt
+    assert len(kept_answers) == information.ROUNDS
+    for kept in kept_answers:
+        assert len(kept) == config.annotated // (information.ROUNDS * information.K)
+        assert all(answer == e.reference for e, answer in kept)
+
+
+def test_deleted_keeps_only_what_the_critic_passes_within_the_budget(monkeypatch):
+    config, task, splits, tokenizer, policy = stage()
+    calls, kept_answers = [], []
+    critique = task.critique
+    monkeypatch.setattr(task, "critique", lambda e, r: calls.append(r) or critique(e, r))
+    monkeypatch.setattr(information, "fine_tune",
+                        lambda policy, tokenizer, kept, *rest: kept_answers.extend(kept) or policy)
+    _, cost = information.deleted(policy, task, tokenizer, splits["train"], config, 1e-4, 1)
+    assert cost["critic calls"] == len(calls) <= config.annotated * config.samples_per_prompt
+    assert cost["kept"] == len(kept_answers)
+    for e, answer in kept_answers:
+        assert not critique(e, answer)["poor_spans"]
+
+
+
+def test_sft_on_references_imitates_the_references_and_by_default_the_demonstrations(monkeypatch):
+    config, task, splits, tokenizer, _ = stage()
+    flawed = next(e for e in splits["train"] if e.flaws and e.demonstration != e.reference)
+    read = []  # (desc, what one call of train_sft reads of the flawed example)
+
+    def train_sft(model, tokenizer, examples, *rest, document=None, desc="sft"):
+        document = document or (lambda e, rng: [(e.prompt, e.demonstration)])  # train_sft's own
+        read.append((desc, document(flawed, random.Random(0))[0]))
+
+    monkeypatch.setattr(text2grad, "train_sft", train_sft)
+    for sft_on, answer in (("demonstrations", flawed.demonstration),
+                           ("references", flawed.reference)):
+        read.clear()
+        text2grad.sft_policy(text2grad.Config(sft_on=sft_on, **TINY), task, tokenizer, [flawed])
+        assert [desc for desc, _ in read] == ["pretraining", "sft"]
+        assert read[1][1] == (flawed.prompt, answer)
