@@ -60,7 +60,7 @@ def sft_stage(config):
 def sample(policy, tokenizer, examples, config, task, generator):
     """One sampled answer per example, as PPO samples them (temperature 1, the task's minimum
     length): (tokens, mask) of generate, the answers' texts and ids."""
-    tokens, _, mask = generate(policy, [tokenizer.encode(e.prompt) for e in examples],
+    tokens, _, mask = generate(policy, [tokenizer.prompt(e.prompt) for e in examples],
                                MAX_NEW_TOKENS, tokenizer.eos_id, tokenizer.pad_id,
                                generator=generator, min_new_tokens=min_new_tokens(config, task))
     ids = response_ids(tokenizer, tokens, mask)

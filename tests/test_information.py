@@ -7,6 +7,7 @@ import torch
 
 import text2grad
 from experiments import information
+from sft import respond
 
 TINY = dict(train=64, annotated=32, demonstrations=320, validation=8, test=8, vocab_size=400,
             pretrain_steps=3, sft_steps=5, batch_size=8, reward_steps=2, updates=1,
@@ -112,3 +113,14 @@ def test_sft_on_references_imitates_the_references_and_by_default_the_demonstrat
         text2grad.sft_policy(text2grad.Config(sft_on=sft_on, **TINY), task, tokenizer, [flawed])
         assert [desc for desc, _ in read] == ["pretraining", "sft"]
         assert read[1][1] == (flawed.prompt, answer)
+
+
+def test_rows_sample_as_the_policy_answers_a_prompt():
+    config, task, splits, tokenizer, policy = stage()
+    config.min_new_tokens = 0  # respond() has no minimum length
+    examples = splits["validation"]
+    _, _, texts = information.sample(policy, tokenizer, examples, config, task,
+                                     torch.Generator().manual_seed(5))
+    answers, _ = respond(policy, tokenizer, [e.prompt for e in examples], greedy=False,
+                         generator=torch.Generator().manual_seed(5), desc=None)
+    assert texts == answers
