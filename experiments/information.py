@@ -168,6 +168,7 @@ def report(records, task_name):
                 f"{max(c['policy samples'] for c in costs)} samples")
         if row == "deleted":
             cost += f", kept {min(c['kept'] for c in costs)}-{max(c['kept'] for c in costs)}"
+        cost += f"; {sum(r[row]['test'][2] for r in records) / len(records):.1f} tokens an answer"
         rows[f"demonstrations: {row}"] = ([r[row]["test"][0] for r in records],
                                           [r[row]["test"][1] for r in records], cost)
     seeds = ", ".join(str(r["first_look"]["seed"]) for r in records)
