@@ -1,8 +1,7 @@
 """What each method is given: the first look's rows beside rows that hold the information fixed.
 
-    python -m experiments.information --probe 19 --out runs/information   # choose EI's settings
-    python -m experiments.information --seeds 10 11 12 13 --out runs/information  # a few seeds
-    python -m experiments.information --seeds 10 ... 17 --out runs/information --report
+    python -m experiments.information --probe 19 --out runs/information   # the settings alone
+    python -m experiments.information --seeds 10 11 12 13 14 15 16 17 --out runs/information
 
 Every PPO method of the first look is denied the references and starts from an SFT policy that
 imitates flawed demonstrations. Rows per seed, at the first look's sizes (text2grad.Config):
@@ -27,6 +26,7 @@ import dataclasses
 import io
 import json
 import os
+import re
 import sys
 import time
 
@@ -44,7 +44,7 @@ from model import generate
 from sft import MAX_NEW_TOKENS, evaluate, response_ids, train_sft
 
 ROUNDS, K = 2, 4                          # expert iteration: rounds, samples per prompt
-GRID = {"lr": (1e-4, 3e-4, 1e-3), "steps": (25, 75)}  # fine-tuning, chosen on the probe's validation
+GRID = {"lr": (1e-4, 3e-4, 1e-3), "steps": (25, 75)}  # fine-tuning, chosen at the --probe seed
 FIRST_LOOK = "text2grad,text2grad_last,oracle_scalar,oracle"
 
 
@@ -104,24 +104,31 @@ def expert_iteration(policy, task, tokenizer, prompts, config, lr, steps):
 
 
 def delete_blamed(text, annotation):
-    """text with every blamed phrase (find_span's place of it) cut out, spaces tidied."""
-    places = sorted(p for p in (find_span(text, q) for q in annotation["poor_spans"]) if p)
-    kept, at = [], 0
+    """text with every blamed phrase cut out, when each is a whole clause (between the text's ends
+    and , . ! ?), so that what is left still reads as an answer; None when a blamed phrase sits
+    inside a clause (a wrong name or amount: its cut would leave a hole no span can blame)."""
+    places = [find_span(text, phrase) for phrase in annotation["poor_spans"]]
+    if None in places:
+        return None
     for start, end in places:
-        kept.append(text[at:max(at, start)])
-        at = max(at, end)
-    kept.append(text[at:])
-    return " ".join("".join(kept).split()).replace(" ,", ",").replace(" .", ".")
+        before, after = text[:start].rstrip(), text[end:].lstrip()
+        if (before and before[-1] not in ",.!?") or (after and after[0] not in ",.!?"):
+            return None
+    cut = "".join(c for i, c in enumerate(text) if not any(s <= i < e for s, e in places))
+    cut = re.sub(r"\s+([,.!?])", r"\1", " ".join(cut.split()))  # no space before a mark
+    cut = re.sub(r",+(?=[,.!?])", "", cut)                      # no comma left before a mark
+    return cut.lstrip(",.!? ")
 
 
 def deleted(policy, task, tokenizer, prompts, config, lr, steps):
-    """One sample per prompt until the critic calls are spent (a blamed answer costs two: the
-    critique, and the critique of what is left once its blamed spans are cut); the answers the
-    critic passes, cut or not, are kept; the policy fine-tuned on them. Returns (policy, cost)."""
+    """One sample per prompt until the critic calls are spent (a blamed answer whose blamed phrases
+    are whole clauses costs two: the critique, and the critique of what is left once they are cut);
+    the answers the critic passes, cut or not, are kept; the policy fine-tuned on them (left as it
+    is if none is). Returns (policy, cost)."""
     budget = config.annotated * config.samples_per_prompt
     generator = torch.Generator(config.device).manual_seed(config.seed)
     cost, kept, at = {"critic calls": 0, "policy samples": 0, "kept": 0, "cut": 0}, [], 0
-    while cost["critic calls"] < budget - 1:
+    while cost["critic calls"] < budget - 1 and at < len(prompts):
         examples = prompts[at:at + 100]
         at += len(examples)
         _, _, texts = sample(policy, tokenizer, examples, config, task, generator)
@@ -132,7 +139,7 @@ def deleted(policy, task, tokenizer, prompts, config, lr, steps):
             annotation, cost["critic calls"] = task.critique(e, text), cost["critic calls"] + 1
             if annotation["poor_spans"]:
                 text = delete_blamed(text, annotation)
-                if not text:  # nothing left to ask about
+                if not text:  # a blamed phrase inside a clause, or nothing left
                     continue
                 cost["critic calls"] += 1
                 if task.critique(e, text)["poor_spans"]:
@@ -140,44 +147,47 @@ def deleted(policy, task, tokenizer, prompts, config, lr, steps):
                 cost["cut"] += 1
             kept.append((e, text))
     cost["kept"] = len(kept)
-    return fine_tune(policy, tokenizer, kept, lr, steps, config), cost
+    return (fine_tune(policy, tokenizer, kept, lr, steps, config) if kept else policy), cost
 
 
 ROWS = {"expert_iteration": expert_iteration, "deleted": deleted}
 
 
 def report(records, task_name):
-    """Each row's test score over the seeds (mean, 95% t-interval, sd) with its cost; then the
-    paired differences over seeds (the same SFT policy, data and test split pair the rows)."""
+    """Each row's test score over the seeds (mean, 95% t-interval half-width, sd), what its answers
+    hold (gold(), means) and what it was given; then the paired differences over the seeds (one
+    seed's data, test split and first-look SFT policy pair the rows)."""
     task = get_task(task_name)
     config = text2grad.Config(**records[0]["first_look"]["fields"])
     annotations = config.annotated * config.samples_per_prompt
-    rollouts = config.updates * config.ppo_batch_size
-    rows = {}  # name -> ([score per seed], [watched share per seed], cost)
+    rollouts = (config.updates + 1) * config.ppo_batch_size  # and the value head's warm-up batch
+    rows = {}  # name -> ([score per seed], [gold() per seed], what it was given)
     for start, label in (("first_look", "demonstrations"), ("references", "references")):
-        for method, row in records[0][start]["table"].items():
+        for method in records[0][start]["table"]:
             judge = text2grad.METHODS.get(method, ("-",))[0]
-            calls = annotations if judge == "cot" else rollouts if judge == "critic" else 0
-            cost = f"{calls} critic calls, {rollouts if judge != '-' else 0} rollouts"
+            given = {"cot": f"{annotations} critic calls, {annotations + rollouts} samples",
+                     "critic": f"{rollouts} critic calls, {rollouts} samples"}.get(judge, "-")
             rows[f"{label}: {method}"] = ([r[start]["table"][method]["test"][0] for r in records],
-                                          [r[start]["table"][method]["test"][1] for r in records],
-                                          cost)
+                                          [r[start]["gold"].get(method, {}) for r in records],
+                                          given)
     for row in ROWS:
         costs = [r[row]["cost"] for r in records]
-        cost = (f"{max(c['critic calls'] for c in costs)} critic calls, "
-                f"{max(c['policy samples'] for c in costs)} samples")
+        given = (f"{max(c['critic calls'] for c in costs)} critic calls, "
+                 f"{max(c['policy samples'] for c in costs)} samples")
         if row == "deleted":
-            cost += f", kept {min(c['kept'] for c in costs)}-{max(c['kept'] for c in costs)}"
-        cost += f"; {sum(r[row]['test'][2] for r in records) / len(records):.1f} tokens an answer"
+            given += f", kept {min(c['kept'] for c in costs)}-{max(c['kept'] for c in costs)}"
         rows[f"demonstrations: {row}"] = ([r[row]["test"][0] for r in records],
-                                          [r[row]["test"][1] for r in records], cost)
+                                          [r[row]["test"][2] for r in records], given)
+    measured = records[0]["expert_iteration"]["test"][2]
+    keys = [k for k in ("passed", "name", "amount", "plan", "tokens") if k in measured]
     seeds = ", ".join(str(r["first_look"]["seed"]) for r in records)
-    print(f"\n{task_name}, test {task.PRIMARY} over seeds {seeds}: mean ± 95% t-interval half-width"
-          f" (sd); {task.WATCHED[1]}; what the row was given")
-    for name, (scores, shares, cost) in rows.items():
+    print(f"\n{task_name}, test {task.PRIMARY} over seeds {seeds}: mean ± 95% t half-width (sd); "
+          f"then the answers' {', '.join(keys)} (gold, means); what the row was given")
+    for name, (scores, golds, given) in rows.items():
         mean, half = mean_ci95(scores)
-        print(f"  {name:34s} {mean:.3f} ± {half:.3f} ({spread(scores)[1]:.3f})  "
-              f"{sum(shares) / len(shares):4.0%}  {cost}")
+        held = " ".join(f"{sum(g[k] for g in golds) / len(golds):5.2f}" if all(golds) else "    -"
+                        for k in keys)
+        print(f"  {name:34s} {mean:.3f} ± {half:.3f} ({spread(scores)[1]:.3f})  {held}  {given}")
     print("\npaired differences over the seeds (uncorrected: read each interval on its own)")
     for a, b in DIFFERENCES:
         values = [x - y for x, y in zip(rows[a][0], rows[b][0])]
@@ -202,56 +212,108 @@ DIFFERENCES = [("references: sft", "demonstrations: text2grad"),
                ("references: text2grad", "references: sft")]
 
 
+def gold(task, examples, samples, ids):
+    """What greedy answers hold, read from the examples' facts (no model): the share the critic
+    passes (no blamed span), tokens per answer, and on summarize the shares that name the poster
+    and no one else, give the right amount, and say the plan (ROUGE-L alone misses an omission)."""
+    share = lambda flags: sum(map(bool, flags)) / len(samples)
+    answers = [s["response"] for s in samples]
+    out = {"passed": share(not s["poor_spans"] for s in samples),
+           "tokens": sum(map(len, ids)) / len(ids)}
+    if task.NAME == "summarize":
+        facts = [e.facts for e in examples]
+        out["name"] = share(set(task.NAME_PATTERN.findall(a)) == {f["name"]}
+                            for a, f in zip(answers, facts))
+        out["amount"] = share(re.search(rf"\b{f['amount']} {f['unit']}\b", a)
+                              for a, f in zip(answers, facts))
+        out["plan"] = share(f["action"] in a for a, f in zip(answers, facts))
+    return out
+
+
 def scored(task, policy, tokenizer, examples):
-    """(the task's metric, the watched share, tokens per answer) of greedy answers."""
-    summary, _, ids = evaluate(task, policy, tokenizer, examples)
-    return summary[task.PRIMARY], summary[task.WATCHED[0]], sum(map(len, ids)) / len(ids)
+    """(the task's metric, the watched share, gold()) of greedy answers."""
+    summary, samples, ids = evaluate(task, policy, tokenizer, examples)
+    return summary[task.PRIMARY], summary[task.WATCHED[0]], gold(task, examples, samples, ids)
+
+
+@contextlib.contextmanager
+def seams(test, captured, measured):
+    """While text2grad.run runs: its SFT policy kept in captured["stage"], and gold() of each of its
+    evaluations of the test split appended to measured (SFT's, then each method's in turn). The
+    seam: run calls sft_policy and evaluate by its module's names."""
+    sft_policy, evaluate_split = text2grad.sft_policy, text2grad.evaluate
+
+    def keep(config, task, tokenizer, demonstrations):
+        captured["stage"] = (task, tokenizer, sft_policy(config, task, tokenizer, demonstrations))
+        return captured["stage"][2]
+
+    def measure(task, model, tokenizer, examples):
+        summary, samples, ids = evaluate_split(task, model, tokenizer, examples)
+        if [e.prompt for e in examples] == [e.prompt for e in test]:
+            measured.append(gold(task, examples, samples, ids))
+        return summary, samples, ids
+
+    text2grad.sft_policy, text2grad.evaluate = keep, measure
+    try:
+        yield
+    finally:
+        text2grad.sft_policy, text2grad.evaluate = sft_policy, evaluate_split
 
 
 def probe(seed, out, task_name, device, sizes=None):
     """Each row's (lr, steps) from GRID, by validation at seed (never a reported seed):
-    OUT/probe.json, or read back from it."""
-    os.makedirs(out, exist_ok=True)
-    path = os.path.join(out, "probe.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            return json.load(f)
+    OUT/probe_{row}.json each, or read back from it. Returns {row: {"lr", "steps"}}."""
     config = text2grad.Config(task=task_name, seed=seed, device=device, figure="", **(sizes or {}))
-    with contextlib.redirect_stdout(io.StringIO()):
-        task, splits, tokenizer, policy = sft_stage(config)
-    chosen, tried = {}, {}
+    chosen, stage = {}, None
     for row, learn in ROWS.items():
-        for lr in GRID["lr"]:
-            for steps in GRID["steps"]:
-                tuned, _ = learn(policy, task, tokenizer, splits["train"], config, lr, steps)
-                tried[f"{row} lr {lr} steps {steps}"] = scored(task, tuned, tokenizer,
-                                                              splits["validation"])[0]
-                print(f"probe {row} lr {lr} steps {steps}: validation {task.PRIMARY} "
-                      f"{tried[f'{row} lr {lr} steps {steps}']:.3f}", flush=True)
-        best = max((k for k in tried if k.startswith(row)), key=tried.get).split()
-        chosen[row] = {"lr": float(best[2]), "steps": int(best[4])}
-    record = {"seed": seed, "task": task_name, "validation": tried, "chosen": chosen}
-    atomic_save(json.dumps(record, indent=1), path)
-    return record
+        path = os.path.join(out, f"probe_{row}.json")
+        if not os.path.exists(path):
+            if stage is None:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    stage = sft_stage(config)
+            task, splits, tokenizer, policy = stage
+            tried = {}
+            for lr in GRID["lr"]:
+                for steps in GRID["steps"]:
+                    tuned, _ = learn(policy, task, tokenizer, splits["train"], config, lr, steps)
+                    tried[f"lr {lr} steps {steps}"] = score = scored(
+                        task, tuned, tokenizer, splits["validation"])[0]
+                    print(f"probe {row} lr {lr} steps {steps}: validation {task.PRIMARY} "
+                          f"{score:.3f}", flush=True)
+            best = max(tried, key=tried.get).split()  # the first of any tied
+            record = {"seed": seed, "task": task_name, "grid": GRID, "validation": tried,
+                      "chosen": {"lr": float(best[1]), "steps": int(best[3])}}
+            os.makedirs(out, exist_ok=True)
+            atomic_save(json.dumps(record, indent=1), path)
+        with open(path) as f:
+            record = json.load(f)
+        if (record["seed"], record["task"]) != (seed, task_name):
+            raise ValueError(f"{path} was chosen at {record['task']} seed {record['seed']}, not "
+                             f"{task_name} seed {seed}; use another --out")
+        chosen[row] = record["chosen"]
+    return chosen
 
 
 def one_seed_rows(seed, out, task_name, device, chosen, sizes=None):
     """The four kinds of row at one seed, each record read back if it is there already; sizes:
     Config fields other than the first look's (the tests' tiny ones)."""
     fields = {"task": task_name, "methods": FIRST_LOOK, **(sizes or {})}
-    captured, original = {}, text2grad.sft_policy
-
-    def keep(config, task, tokenizer, demonstrations):  # the first look's SFT policy, kept
-        captured["stage"] = (task, tokenizer, original(config, task, tokenizer, demonstrations))
-        return captured["stage"][2]
-
-    text2grad.sft_policy = keep  # the seam: text2grad.run calls it by the module's name
-    try:
-        records = {"first_look": one_seed(seed, os.path.join(out, "first_look"), device, **fields)}
-    finally:
-        text2grad.sft_policy = original
-    records["references"] = one_seed(seed, os.path.join(out, "references"), device,
-                                     sft_on="references", **fields)
+    config = text2grad.Config(seed=seed, device=device, figure="", **fields)
+    splits, _ = experiment_splits(get_task(task_name), dataclasses.asdict(config), seed)
+    records, captured = {}, {}
+    for row, extra in (("first_look", {}), ("references", {"sft_on": "references"})):
+        folder, stage, measured = os.path.join(out, row), {}, []
+        with seams(splits["test"], stage, measured):
+            records[row] = one_seed(seed, folder, device, **fields, **extra)
+        path = os.path.join(folder, f"seed{seed}_gold.json")
+        if measured:  # run now, not read back: SFT's test answers, then each method's
+            atomic_save(json.dumps(dict(zip(records[row]["table"], measured))), path)
+        if row == "first_look":
+            captured = stage
+        records[row]["gold"] = {}
+        if os.path.exists(path):
+            with open(path) as f:
+                records[row]["gold"] = json.load(f)
     config = text2grad.Config(seed=seed, device=device, figure="", **fields)
     for row, learn in ROWS.items():
         path = os.path.join(out, row, f"seed{seed}.json")
@@ -262,7 +324,6 @@ def one_seed_rows(seed, out, task_name, device, chosen, sizes=None):
                     task, _, tokenizer, policy = sft_stage(config)
                 captured["stage"] = (task, tokenizer, policy)
             task, tokenizer, policy = captured["stage"]
-            splits, _ = experiment_splits(task, dataclasses.asdict(config), seed)
             tuned, cost = learn(policy, task, tokenizer, splits["train"], config, **chosen[row])
             test = scored(task, tuned, tokenizer, splits["test"])
             validation = scored(task, tuned, tokenizer, splits["validation"])
@@ -279,14 +340,21 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m experiments.information",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="*", default=[], help="the seeds to run or read")
-    parser.add_argument("--probe", type=int, default=19, help="the seed EI's settings are chosen on")
+    parser.add_argument("--probe", type=int, default=19,
+                        help="the seed whose validation split chooses the fine-tuning settings")
     parser.add_argument("--out", default="runs/information", help="where the records go")
     parser.add_argument("--task", default="summarize", choices=text2grad.TASKS, help="the task")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, mps, ...")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     device = pick_device(args.device)
     os.makedirs(args.out, exist_ok=True)
-    chosen = probe(args.probe, args.out, args.task, device)["chosen"]
+    if args.probe in args.seeds:
+        parser.error(f"--probe {args.probe} is among --seeds: the settings would be chosen on a "
+                     "reported seed")
+    try:
+        chosen = probe(args.probe, args.out, args.task, device)
+    except ValueError as error:
+        parser.error(str(error))
     print(f"chosen on validation at seed {args.probe}: {chosen}", flush=True)
     records = []
     for seed in args.seeds:
