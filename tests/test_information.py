@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import text2grad
+from data import get_task
 from experiments import information
 from sft import respond
 
@@ -15,13 +16,32 @@ TINY = dict(train=64, annotated=32, demonstrations=320, validation=8, test=8, vo
             block_size=512, figure="", device="cpu")
 
 
-def test_delete_blamed_cuts_each_blamed_phrase_and_tidies_the_spaces():
+def test_delete_blamed_cuts_whole_clauses_and_refuses_a_hole_inside_one():
     text = "Mia needs 300 dollars to fix the car, and she feels bad."
-    cut = information.delete_blamed(text, {"poor_spans": [", and she feels bad", "Mia "]})
-    assert cut == "needs 300 dollars to fix the car."
-    overlapping = {"poor_spans": ["fix the car", "the car, and"]}  # cut once, not twice
-    assert information.delete_blamed(text, overlapping) == "Mia needs 300 dollars to she feels bad."
-    assert information.delete_blamed(text, {"poor_spans": ["not there"]}) == text
+    assert information.delete_blamed(text, {"poor_spans": ["and she feels bad"]}) == \
+        "Mia needs 300 dollars to fix the car."
+    two = "Omar needs 5 dollars, since he is 40, and he feels bad."
+    assert information.delete_blamed(two, {"poor_spans": ["since he is 40", "and he feels bad"]}) \
+        == "Omar needs 5 dollars."
+    assert information.delete_blamed("Side note. Mia needs 3 dollars.", {"poor_spans": [
+        "Side note"]}) == "Mia needs 3 dollars."
+    for inside in (["Mia"], ["300 dollars"], ["and she feels bad", "Mia"], ["not there"]):
+        assert information.delete_blamed(text, {"poor_spans": inside}) is None
+
+
+def test_gold_reads_the_facts_of_each_answer():
+    task = get_task("summarize")
+    example = next(e for e in task.make_examples(20, seed=0) if e.facts["friend"])
+    f = example.facts
+    right = example.reference
+    samples = [{"response": answer, "poor_spans": poor} for answer, poor in (
+        (right, []),
+        (right.replace(f["name"], f["friend"]), [f["friend"]]),  # the friend named instead
+        (right.replace(f" {f['amount']} ", f" {f['amount']}0 "), ["x"]),  # a wrong amount
+        (right.replace(f["action"], "something"), []))]  # the plan left out
+    measured = information.gold(task, [example] * 4, samples, [[1, 2], [1], [1, 2, 3], [1, 2]])
+    assert right.count(f["name"]) and f"{f['amount']} {f['unit']}" in right and f["action"] in right
+    assert measured == {"passed": 0.5, "tokens": 2.0, "name": 0.75, "amount": 0.75, "plan": 0.75}
 
 
 def stage(seed=3):
@@ -124,3 +144,18 @@ def test_rows_sample_as_the_policy_answers_a_prompt():
     answers, _ = respond(policy, tokenizer, [e.prompt for e in examples], greedy=False,
                          generator=torch.Generator().manual_seed(5), desc=None)
     assert texts == answers
+
+
+def test_the_seams_keep_run_s_sft_policy_and_measure_its_test_answers_only():
+    config = text2grad.Config(seed=3, methods="oracle", **TINY)
+    task = get_task(config.task)
+    splits, _ = information.experiment_splits(task, information.dataclasses.asdict(config), 3)
+    captured, measured = {}, []
+    with information.seams(splits["test"], captured, measured):
+        table, _ = text2grad.run(config)
+    assert text2grad.evaluate is information.evaluate  # put back
+    assert list(table) == ["sft", "oracle"] and len(measured) == 2
+    _, tokenizer, policy = captured["stage"]
+    summary, samples, ids = information.evaluate(task, policy, tokenizer, splits["test"])
+    assert measured[0] == information.gold(task, splits["test"], samples, ids)
+    assert table["sft"]["test"] == (summary["rougeL"], summary["no_plan"])
