@@ -12,12 +12,14 @@ imitates flawed demonstrations. Rows per seed, at the first look's sizes (text2g
                        annotations: Config.annotated * samples_per_prompt): ROUNDS rounds of K
                        samples per prompt from the current policy; the best of K by the critic's
                        summed score (what oracle_scalar is paid) is kept; fine-tune; repeat
-  deleted              one sample per prompt; the spans the critic blames are deleted and the
-                       critic reads the result again (a second call); answers it then passes are
-                       kept; fine-tune once. A deletion that leaves a fact out is not blamed.
-Each row's cost: critic calls, policy samples, tokens per test answer. The fine-tuning's learning
-rate and steps are chosen on validation at the --probe seed, which no reported row uses; PPO's
-settings are the first look's. Each seed's records go to OUT/{row}/seed{N}.json as they finish.
+  deleted              one sample per prompt; where every blamed phrase is a whole clause, those
+                       clauses are cut and the critic reads the rest again (a second call); answers
+                       it then passes are kept; fine-tune once (a cut inside a clause would leave a
+                       hole no span can blame: a missing fact is never blamed)
+Each row's cost (critic calls, policy samples) and what its test answers hold (gold: passed by the
+critic, tokens, and on summarize the name, the amount, the plan). The fine-tuning's learning rate
+and steps are chosen on validation at the --probe seed, which no reported row uses; PPO's settings
+are the first look's. Each seed's records go to OUT/{row}/seed{N}.json as they finish.
 """
 import argparse
 import contextlib
