@@ -18,6 +18,7 @@ Precision: float32 weights; on a CUDA device that supports it the forward runs u
 (model.bf16), LayerNorm, softmax and every loss in float32; elsewhere everything is float32, so a
 CPU run repeats itself. Left out on purpose: dropout (RL needs none), weight decay groups.
 """
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -39,16 +40,39 @@ class GPTConfig:
 
 class KVCache:
     """Keys and values of every layer for the tokens seen so far (a new token costs one position
-    of compute, not the whole sequence), and each canon layer's last canon - 1 inputs."""
+    of compute, not the whole sequence), and each canon layer's last canon - 1 inputs.
+    (skip on a first read) No shape changes as it fills: attention reads all max_len slots and
+    masks those not filled, and the fill level is a tensor, so every decode step runs the same
+    kernels on the same memory, and a GPU can replay a recorded step (generate)."""
 
     def __init__(self, config, batch_size, max_len, device, dtype=torch.float32):
+        if max_len > config.block_size:
+            raise ValueError(f"a cache of {max_len} positions is longer than block_size "
+                             f"{config.block_size}")
         head_size = config.n_embd // config.n_head
         shape = (config.n_layer, batch_size, config.n_head, max_len, head_size)
         self.k = torch.zeros(shape, device=device, dtype=dtype)
         self.v = torch.zeros(shape, device=device, dtype=dtype)
         canon_shape = (config.n_layer, batch_size, max(0, config.canon - 1), config.n_embd)
         self.canon = torch.zeros(canon_shape, device=device, dtype=dtype)  # before the first token
-        self.length = 0  # positions filled
+        self.real = torch.zeros(batch_size, max_len, dtype=torch.bool, device=device)  # real keys
+        self.length = torch.zeros((), dtype=torch.long, device=device)  # slots filled
+        self.slots = None  # the slots of the tokens being added (T,)
+
+    def add(self, token_mask):
+        """Take in T new tokens, token_mask (B, T) 1 for real ones. Returns their positions (B, T)
+        (real tokens before them) and the attention mask (B, 1, T, max_len): a token sees the real
+        tokens up to itself, and always itself (a padding row is never empty: softmax of nothing
+        is NaN). Sets slots, where the layers write the new keys and values."""
+        T, max_len = token_mask.shape[1], self.real.shape[1]
+        self.slots = self.length + torch.arange(T, device=self.length.device)  # (T,)
+        self.real.index_copy_(1, self.slots, token_mask.bool())
+        positions = (self.real.long().cumsum(1) - 1).clamp(min=0).index_select(1, self.slots)
+        query = self.slots[:, None]
+        key = torch.arange(max_len, device=query.device)[None, :]
+        mask = ((key <= query) & self.real[:, None, None, :]) | (key == query)
+        self.length += T
+        return positions, mask
 
 
 class Canon(nn.Module):
@@ -92,12 +116,10 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.qkv(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
                    for t in (q, k, v))  # (B, H, T, D)
-        if cache is not None:
-            start = cache.length
-            cache.k[layer, :, :, start:start + T] = k
-            cache.v[layer, :, :, start:start + T] = v
-            k = cache.k[layer, :, :, :start + T]  # (B, H, S, D)
-            v = cache.v[layer, :, :, :start + T]
+        if cache is not None:  # write the new keys and values, then read every slot
+            cache.k[layer].index_copy_(2, cache.slots, k.to(cache.k.dtype))
+            cache.v[layer].index_copy_(2, cache.slots, v.to(cache.v.dtype))
+            k, v = cache.k[layer], cache.v[layer]  # (B, H, S, D), S = the cache's max_len
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
                                            is_causal=mask is None)  # (B, H, T, D)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
@@ -144,9 +166,9 @@ class GPT(nn.Module):
             nn.init.zeros_(module.bias)
 
     def forward(self, idx, attention_mask=None, cache=None):
-        """idx (B, T) token ids; attention_mask (B, S) with 1 for real tokens over every position
-        seen so far (S = cache.length + T), or None when nothing is padded; cache a KVCache or
-        None. Returns hidden (B, T, C) after the final LayerNorm and logits (B, T, V)."""
+        """idx (B, T) token ids; attention_mask (B, T) with 1 for real tokens, or None when
+        nothing is padded; cache a KVCache holding the tokens before these (which it then holds
+        too), or None. Returns hidden (B, T, C) after the final LayerNorm and logits (B, T, V)."""
         hidden = self.hidden_states(idx, attention_mask, cache)
         return hidden, self.lm_head(hidden)
 
@@ -157,36 +179,37 @@ class GPT(nn.Module):
 
     def autocast(self, device):
         """(skip on a first read) bf16 autocast where uses_bf16, a no-op context elsewhere."""
-        enabled = self.bf16 and uses_bf16(device)
-        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
+        if not (self.bf16 and uses_bf16(device)):
+            return contextlib.nullcontext()  # also where autocast knows no such device (meta)
+        # cache_enabled False: no weight cast kept between calls; a recorded step casts its own
+        return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=False)
 
     def hidden_states(self, idx, attention_mask=None, cache=None):
         """forward() without the logits (B, T, C): PPO needs the logits of the response only."""
         B, T = idx.shape
-        past = cache.length if cache is not None else 0
-        if past + T > self.config.block_size:
-            raise ValueError(f"sequence of {past + T} tokens is longer than block_size "
+        if T > self.config.block_size:  # a cache checks its own length (KVCache)
+            raise ValueError(f"sequence of {T} tokens is longer than block_size "
                              f"{self.config.block_size}")
         token_mask = None
-        if attention_mask is None and past == 0:
+        if cache is not None:
+            attention_mask = torch.ones_like(idx) if attention_mask is None else attention_mask
+            positions, mask = cache.add(attention_mask)
+            token_mask = attention_mask[:, :, None].float()  # (B, T, 1): padding feeds no canon
+        elif attention_mask is None:
             positions, mask = torch.arange(T, device=idx.device).expand(B, T), None  # causal
         else:
-            if attention_mask is None:
-                attention_mask = torch.ones(B, past + T, dtype=torch.long, device=idx.device)
             # Position = number of real tokens before this one, so left padding shifts nothing.
-            positions = (attention_mask.long().cumsum(1) - 1).clamp(min=0)[:, past:]
-            query = torch.arange(past, past + T, device=idx.device)[:, None]
-            key = torch.arange(past + T, device=idx.device)[None, :]
-            # (B, 1, T, S): causal and real keys only; a query may always see itself, so the rows
+            positions = (attention_mask.long().cumsum(1) - 1).clamp(min=0)
+            query = torch.arange(T, device=idx.device)[:, None]
+            key = torch.arange(T, device=idx.device)[None, :]
+            # (B, 1, T, T): causal and real keys only; a query may always see itself, so the rows
             # of padding positions are never empty (an empty row would make softmax NaN).
             mask = ((key <= query) & attention_mask.bool()[:, None, None, :]) | (key == query)
-            token_mask = attention_mask[:, past:, None].float()  # (B, T, 1): padding feeds no canon
+            token_mask = attention_mask[:, :, None].float()  # (B, T, 1): padding feeds no canon
         with self.autocast(idx.device):
             x = self.wte(idx) + self.wpe(positions)  # (B, T, C)
             for layer, block in enumerate(self.blocks):
                 x = block(x, mask, cache, layer, token_mask)
-            if cache is not None:
-                cache.length += T
             return self.ln_f(x)  # float32: autocast runs LayerNorm in float32
 
 
@@ -211,6 +234,35 @@ def left_pad(sequences, pad_id, device=None):
 
 # Tokens between "all done?" checks: free on a CPU; a GPU runs 8 tokens ahead meanwhile
 ALL_DONE_EVERY = {"cpu": 1}
+CUDA_GRAPHS = True  # replay a recorded decode step on CUDA (decoder); False: launch each kernel
+
+
+def decoder(model, cache):
+    """(skip on a first read) decode(token (B, 1), real (B, 1)) -> the next logits (B, V), one
+    step through the cache, on CUDA recorded once as a CUDA graph and replayed: its few hundred
+    tiny kernels take longer to launch one by one from Python than to run."""
+    if cache.k.device.type != "cuda" or not CUDA_GRAPHS:
+        return lambda token, real: model(token, real, cache)[1][:, -1]
+    B, max_len = cache.real.shape
+    token = torch.zeros(B, 1, dtype=torch.long, device=cache.k.device)  # the graph's inputs
+    real = torch.ones_like(token)
+    graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # recording needs a stream of its own
+        # a warm-up on a scratch cache (nothing set up for the first time while recording), then
+        # the step recorded, not run: the cache is untouched until a replay
+        model(token, real, KVCache(model.config, B, max_len, cache.k.device, cache.k.dtype))
+        graph.capture_begin()
+        logits = model(token, real, cache)[1][:, -1]
+        graph.capture_end()
+    torch.cuda.current_stream().wait_stream(stream)
+
+    def decode(new_token, new_real):
+        token.copy_(new_token)
+        real.copy_(new_real)
+        graph.replay()
+        return logits  # the graph's output, overwritten by the next replay
+    return decode
 
 
 @torch.no_grad()
@@ -236,6 +288,7 @@ def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, gr
                          f"block_size {model.config.block_size}")
     cache = KVCache(model.config, B, P + max_new_tokens, device, next(model.parameters()).dtype)
     logits = model(idx, attention_mask, cache)[1][:, -1]  # (B, V)
+    decode = decoder(model, cache)  # PLUMBING: a step through the cache, recorded on CUDA
     done = torch.zeros(B, dtype=torch.bool, device=device)
     check_every = ALL_DONE_EVERY.get(device.type, 8)
     tokens, logprobs, masks = [], [], []
@@ -247,7 +300,10 @@ def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, gr
             token = logits.argmax(-1)
         else:
             probs = torch.softmax(logits.float() / temperature, dim=-1)
-            token = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+            # a draw from probs: argmax p / q, q ~ Exp(1), what torch.multinomial(probs, 1)
+            # computes, draw for draw, without its check that waits for the device every token
+            noise = torch.empty_like(probs).exponential_(generator=generator)
+            token = (probs / noise).argmax(-1)
         alive = ~done
         token = torch.where(alive, token, torch.full_like(token, pad_id))
         tokens.append(token)
@@ -258,8 +314,7 @@ def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, gr
         if (step + 1) % check_every == 0 and done.all():  # PLUMBING: a wait for the device
             break
         if step + 1 < max_new_tokens:
-            attention_mask = torch.cat([attention_mask, alive.long()[:, None]], dim=1)
-            logits = model(token[:, None], attention_mask, cache)[1][:, -1]
+            logits = decode(token[:, None], alive.long()[:, None])
     masks = torch.stack(masks, 1)
     N = int(masks.sum(0).nonzero().max()) + 1  # the last column with a real token
     logprobs = torch.stack(logprobs, 1)[:, :N] if with_logprobs else None

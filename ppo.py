@@ -133,9 +133,8 @@ def explained_variance(values, returns, mask):
 # METHOD: the policy with a value head
 
 class PolicyWithValue(nn.Module):
-    """The policy GPT plus a value head reading the same hidden states: an MLP, C -> C -> 1, whose
-    last layer starts at zero (V = 0 before any fitting). detach: the head's gradient stops at the
-    hidden states, so fitting V never moves the policy."""
+    """The policy GPT plus a value head on its hidden states: an MLP, C -> C -> 1, last layer at
+    zero (V = 0 before any fitting). detach: fitting V never moves the policy."""
 
     def __init__(self, gpt, detach=True):
         super().__init__()
@@ -148,6 +147,7 @@ class PolicyWithValue(nn.Module):
                 p.uniform_(-C ** -0.5, C ** -0.5, generator=generator)
         nn.init.zeros_(self.value_head[2].weight)
         nn.init.zeros_(self.value_head[2].bias)
+        self.value_head.to(gpt.wte.weight.device)  # PLUMBING: made on the CPU, used where gpt is
 
     def forward(self, ids, attention_mask, last_prompt, N):
         """Logits (B, N, V) and values (B, N) at the N positions last_prompt .. last_prompt+N-1:

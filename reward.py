@@ -169,6 +169,7 @@ class RewardModel(nn.Module):
         self.register_buffer("class_weights", torch.ones(3))
         # the scalar target's training mean and std
         self.register_buffer("target_scale", torch.tensor([0.0, 1.0]))
+        self.to(gpt.wte.weight.device)  # PLUMBING: the head and buffers where the trunk is
 
     def loss(self, ids, critique_targets, span_labels, score_position, scores=None):
         """Training loss and its parts. scores (B,) are the scalar targets (kind "scalar")."""

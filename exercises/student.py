@@ -75,7 +75,7 @@ def clipped_losses(logprobs, entropy, values, mask, old_logprobs, old_values, ad
         L_V   = 0.5 mean_t max((V_t - R_t)^2, (V~_t - R_t)^2)
         loss  = L_pi + value_coef L_V - entropy_coef mean_t H_t
     All tensors (B, N); the coefficients are 0-d tensors (value_clip may be inf). Outside the
-    mask the inputs may hold anything: mask the log-ratio before exp.
+    mask the inputs may hold large finite values (1e4, say): mask the log-ratio before exp.
     Returns (loss, stats): stats a dict of detached 0-d tensors, each a mean over the real
     tokens: policy_loss, value_loss, entropy, approx_kl ((rho - 1) - log rho), clip_fraction
     (share with |rho - 1| > clip), value_clip_fraction (share with |V - V_old| > value_clip)

@@ -4,7 +4,8 @@ import pytest
 from exercises import student
 from test_silent_bug import (  # noqa: F401
     policy, sampler_gap,
-    test_the_trainer_reads_the_log_probs_the_sampler_drew_and_the_suspect_does_not)
+    test_the_trainer_reads_the_log_probs_the_sampler_drew_and_the_suspect_does_not,
+    test_the_gap_is_a_float)
 
 HINT = ("E8: sample with generate(..., with_logprobs=True), score the same tokens with "
         "ppo.score_responses, compare the two log-probs where the mask is 1 "

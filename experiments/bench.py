@@ -286,21 +286,30 @@ def generate_by_recompute(model, idx, new_tokens, generator):
 
 
 def bench_generation(device, lengths, batch_size=16, prompt_len=16):
+    """Tokens per second of model.generate (KV cache; on CUDA its decode step replayed as a CUDA graph,
+    and also launched kernel by kernel, model.CUDA_GRAPHS False) against recomputing the prefix."""
+    import model as model_module
     from model import GPT, GPTConfig, generate
     torch.manual_seed(0)
     model = GPT(GPTConfig(block_size=prompt_len + max(lengths))).to(device).eval()
     prompts = torch.randint(3, 1024, (batch_size, prompt_len))
+
+    def cached(n):  # eos_id -1 is never sampled, so every sequence runs to n tokens
+        return timed(lambda: generate(model, prompts.tolist(), n, eos_id=-1, pad_id=0,
+                                      generator=torch.Generator(device).manual_seed(0)), device, 2)
     rows = []
     for n in lengths:
         row = {"new_tokens": n, "batch": batch_size}
-        # eos_id -1 is never sampled, so every sequence runs to n tokens
-        cached = timed(lambda: generate(model, prompts.tolist(), n, eos_id=-1, pad_id=0,
-                                        generator=torch.Generator(device).manual_seed(0)), device, 2)
+        seconds = cached(n)
         recompute = timed(lambda: generate_by_recompute(model, prompts.to(device), n,
                                                         torch.Generator(device).manual_seed(0)), device, 2)
-        row["kv_cache_tok_s"] = batch_size * n / cached
+        row["kv_cache_tok_s"] = batch_size * n / seconds
         row["recompute_tok_s"] = batch_size * n / recompute
-        row["speedup"] = recompute / cached
+        row["speedup"] = recompute / seconds
+        if torch.device(device).type == "cuda":
+            model_module.CUDA_GRAPHS = False
+            row["kv_cache_no_graph_tok_s"] = batch_size * n / cached(n)
+            model_module.CUDA_GRAPHS = True
         rows.append(row)
     return rows
 
@@ -392,10 +401,15 @@ def one_update(task, tokenizer, examples, prompts, model, policy, reward_models,
 
 # ---------------------------------------------------------------------------------------------
 
+PARTS = ("loss", "generation", "update")
+
+
 def main():
     parser = argparse.ArgumentParser(prog="python -m experiments.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a few shapes, within 2 minutes on 2 CPU cores")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--only", choices=PARTS, nargs="+", default=PARTS,
+                        help="the parts to run (default: all): the loss path, generation, one PPO update")
     parser.add_argument("--out", default=os.path.join("runs", "bench.json"),
                         help="where to write the JSON (default runs/bench.json)")
     args = parser.parse_args()
@@ -422,6 +436,28 @@ def main():
               "date": time.strftime("%Y-%m-%d"), "loss_path": [], "errors": [], "skipped": []}
     print(f"device {device} ({name}), {torch.get_num_threads()} threads, torch {torch.__version__}")
 
+    if "loss" in args.only:
+        bench_loss_part(result, device, shapes, dtypes, peak, available, repeats)
+    if "generation" in args.only:
+        print("\ngeneration (batch 16, 4 layers x 128, vocabulary 1024): tokens per second")
+        result["generation"] = bench_generation(device, lengths)
+        for row in result["generation"]:
+            graphless = (f" (without the CUDA graph {row['kv_cache_no_graph_tok_s']:.0f})"
+                         if "kv_cache_no_graph_tok_s" in row else "")
+            print(f"  {row['new_tokens']:>4} new tokens: KV cache {row['kv_cache_tok_s']:>8.0f}{graphless}, "
+                  f"recompute {row['recompute_tok_s']:>8.0f}, speed-up {row['speedup']:.1f}x")
+    if "update" in args.only:
+        bench_update_part(result, device, 32 if args.quick else 64)
+
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    tmp = f"{args.out}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f, indent=2)
+    os.replace(tmp, args.out)
+    print(f"\n-> {args.out}")
+
+
+def bench_loss_part(result, device, shapes, dtypes, peak, available, repeats):
     result["compile"] = compile_and_recompiles(8192, device, torch.float32)
     print(f"compile: {result['compile']['compile_s_rollout']:.1f} s (rollout), "
           f"{result['compile']['compile_s_training']:.1f} s (training), caches off; recompiles across 4 new "
@@ -458,14 +494,11 @@ def main():
     print("largest error against float64 (log-probs, entropies, loss, gradient): "
           + ", ".join(f"{form} {err:.1e}" for form, err in worst.items()))
 
-    print("\ngeneration (batch 16, 4 layers x 128, vocabulary 1024): tokens per second")
-    result["generation"] = bench_generation(device, lengths)
-    for row in result["generation"]:
-        print(f"  {row['new_tokens']:>4} new tokens: KV cache {row['kv_cache_tok_s']:>8.0f}, recompute "
-              f"{row['recompute_tok_s']:>8.0f}, speed-up {row['speedup']:.1f}x")
 
+
+def bench_update_part(result, device, batch_size):
     print("\none PPO update on the same batch of summarize prompts")
-    result["ppo_update"] = bench_ppo_update(device, 32 if args.quick else 64)
+    result["ppo_update"] = bench_ppo_update(device, batch_size)
     u = result["ppo_update"]
     print(f"  {u['models']}; {u['batch']} prompts, {u['response_tokens']} response tokens")
     print("  seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in u["seconds"].items()))
@@ -474,13 +507,6 @@ def main():
           f"Text2Grad costs {u['text2grad_over_scalar']:.2f}x")
     print(f"  with the loss path compiled (--compile): Text2Grad's update takes {u['compiled_over_eager']:.2f}x "
           f"the eager one's time, after {u['compile_s']:.1f} s of compilation")
-
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    tmp = f"{args.out}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f, indent=2)
-    os.replace(tmp, args.out)
-    print(f"\n-> {args.out}")
 
 
 def memory(ratio):

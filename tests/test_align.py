@@ -180,3 +180,31 @@ def test_critic_spans_land_on_their_tokens_through_real_offsets():
             # appears): str.find, the leftmost exact match, is the independent locator
             phrases = [(text.find(phrase), text.find(phrase) + len(phrase)) for phrase in annotation[key]]
             assert characters(text, tokens) == characters(text, phrases)
+
+
+def test_a_boundary_is_checked_only_at_an_end_that_is_a_word_character():
+    # ">=" has no word-character end: plain leftmost, even where a \b would hold later (x>=4)
+    #   "a >= b, x>=4": ">=" at 2..4 (spaces around it) and at 9..11 (between x and 4)
+    assert align.find_span("a >= b, x>=4", ">=") == (2, 4)
+    # "24." starts with a word character and ends with a non-word one: the boundary is checked at
+    # the start only. "It is 124. Not 24.": "24." at 7..10 (inside 124) and at 15..18 (standalone)
+    assert align.find_span("It is 124. Not 24.", "24.") == (15, 18)
+
+
+def test_the_loose_tier_is_tried_only_when_the_exact_phrase_is_absent():
+    # "TOTAL 24 and total 240": exact "total 24" only at 13..21, inside "240"; the loose tier's
+    # "TOTAL 24" at 0..8 is on word boundaries, but tier 1 found a match, so tier 2 is never tried
+    assert align.find_span("TOTAL 24 and total 240", "total 24") == (13, 21)
+
+
+def test_the_loose_tier_needs_whitespace_between_the_words():
+    # "a b" is two words: tier 2 needs at least one whitespace character between them, so the
+    # "ab" inside "cabd" is no match; the fuzzy tier's only window, "cabd", has ratio
+    # 2 * 2 / (3 + 4) = 0.57 < 0.8: nothing is placed
+    assert align.find_span("cabd", "a b") is None
+
+
+def test_span_rewards_are_floats():
+    # "Returns a list of floats": values given as ints, tokens outside every span
+    delta = align.span_rewards([(0, 5), (5, 11)], [(7, 9, -1)], "hello world")
+    assert delta == [0.0, -1.0] and all(type(d) is float for d in delta)

@@ -106,3 +106,32 @@ def test_grpo_pushes_down_a_blamed_token():
                                        evaluate=share_of_sevens, eval_every=8)
     assert curve[0][1] > 0.05 and curve[-1][1] < curve[0][1] / 2
     assert warmup == {} and math.isnan(history[0]["explained_variance"])  # no value head to warm up or read
+
+
+def test_an_empty_response_counts_in_its_groups_response_statistics():
+    # R = 1, 0 and 0 (the third response is empty; its 9s are padding). mean 1/3, deviations 2/3,
+    # -1/3, -1/3, variance (4 + 1 + 1) / 27 = 2/9, std sqrt(2) / 3: R~ = sqrt(2), -1/sqrt(2), -1/sqrt(2)
+    scores = torch.tensor([[1.0, 0.0], [0.0, 9.0], [9.0, 9.0]])
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0], [0.0, 0.0]])
+    advantages = grpo.group_advantages(scores, mask, 3, "response")
+    expected = torch.tensor([[math.sqrt(2), math.sqrt(2)], [-1 / math.sqrt(2), 0.0], [0.0, 0.0]])
+    torch.testing.assert_close(advantages, expected)
+
+
+def test_no_spread_is_measured_against_the_groups_mean():
+    # two responses of one token, 1000 and the next float32 above it (1000 + 2^-14 = 1000.000061):
+    # std 2^-15 = 3.1e-5, above 1e-5 but at most 1e-5 * (1 + 1000): no spread, advantage 0
+    mask = torch.ones(2, 1)
+    scores = torch.tensor([[1000.0], [1000.0 + 2 ** -14]])
+    assert scores[1, 0] > scores[0, 0]  # they differ in float32
+    for per in ("response", "token"):
+        assert torch.equal(grpo.group_advantages(scores, mask, 2, per), torch.zeros(2, 1)), per
+    # a real spread at the same scale: 1000 and 1000.5, std 0.25 > 0.01: -1 and +1
+    spread = torch.tensor([[1000.0], [1000.5]])
+    torch.testing.assert_close(grpo.group_advantages(spread, mask, 2, "response"),
+                               torch.tensor([[-1.0], [1.0]]))
+
+
+def test_an_unknown_per_is_a_value_error_that_names_it():
+    with pytest.raises(ValueError, match="sequence"):
+        grpo.group_advantages(torch.zeros(2, 3), torch.ones(2, 3), 2, per="sequence")

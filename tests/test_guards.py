@@ -270,3 +270,10 @@ def test_an_item_whose_prompt_and_response_alone_overflow_is_refused_in_one_line
     prompt = " ".join(e.prompt for e in examples[:6])
     with pytest.raises(ValueError, match="more than the block size 256; shorten or remove the record"):
         encode_sample(tokenizer, prompt, tokenizer.encode(examples[0].reference), facts.critique(examples[0], ""), 256)
+
+
+def test_a_repeat_is_the_same_ids_in_order_of_an_earlier_praised_span():
+    # [6, 5] after the praised [5, 6]: the same ids in another order, not a repeat: 1/2 each
+    assert guards.bound_praise([1, 1, 0, 1, 1], [5, 6, 0, 6, 5]) == pytest.approx([0.5, 0.5, 0, 0.5, 0.5])
+    # [5, 6] said earlier without praise, then praised: the first praised span pays 1/2 each
+    assert guards.bound_praise([0, 0, 0, 1, 1], [5, 6, 0, 5, 6]) == pytest.approx([0, 0, 0, 0.5, 0.5])

@@ -129,6 +129,19 @@ def test_greedy_equals_argmax_of_full_recompute(model):
     assert tokens[0, :len(sequence) - len(prompt)].tolist() == sequence[len(prompt):]
 
 
+def test_sampling_draws_what_multinomial_draws_from_a_full_recompute(model):
+    """generate samples without torch.multinomial (its argument check waits for the device every
+    token); the draws must still be multinomial's, one for one, from the same generator state."""
+    prompts, temperature = [[1, 7, 8, 3], [1, 4, 3, 9]], 0.7
+    tokens, _, _ = generate(model, prompts, 12, eos_id=-1, pad_id=PAD, temperature=temperature,
+                            generator=torch.Generator().manual_seed(5))
+    generator, sequences = torch.Generator().manual_seed(5), torch.tensor(prompts)
+    for _ in range(12):                                  # naive sampling: recompute everything
+        probs = torch.softmax(model(sequences)[1][:, -1] / temperature, dim=-1)
+        sequences = torch.cat([sequences, torch.multinomial(probs, 1, generator=generator)], 1)
+    assert tokens.tolist() == sequences[:, 4:].tolist()
+
+
 def test_too_long_sequence_is_a_clear_error(model):
     with pytest.raises(ValueError, match="block_size"):
         generate(model, [[1] * 60], 10, EOS, PAD)

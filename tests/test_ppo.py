@@ -434,3 +434,71 @@ def test_warm_up_fits_the_reward_to_go_and_leaves_the_policy_alone(policy):
     assert ppo.explained_variance(values.detach(), reward_to_go, mask) == pytest.approx(after, abs=1e-5)
     for p, q in zip(model.gpt.parameters(), policy.parameters()):
         assert torch.equal(p, q)
+
+
+def test_final_scores_give_an_empty_row_nothing_and_are_float32():
+    mask = ragged_mask([2, 0], 3)  # row 1 has no response token
+    scores = ppo.final_scores([1.0, 3.0], mask)
+    assert scores.dtype == torch.float32
+    assert scores.tolist() == [[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]
+
+
+def test_the_missing_eos_penalty_lands_on_the_last_real_token_of_a_short_row():
+    # no score, no KL (beta 0), penalty 1, neither row ended: -1 on positions 1 and 2, the last
+    # real tokens of rows of 2 and 3 tokens in a batch of width 4
+    mask = ragged_mask([2, 3], 4)
+    zero = torch.zeros(2, 4)
+    rewards = ppo.token_rewards(zero, zero, zero, mask, torch.tensor([False, False]), 0.0, 1.0)
+    assert rewards.tolist() == [[0.0, -1.0, 0.0, 0.0], [0.0, 0.0, -1.0, 0.0]]
+
+
+LOSS_COEFFICIENTS = tuple(map(torch.tensor, (0.2, 0.2, 0.5, 0.1)))  # clip, value_clip, value_coef, entropy_coef
+
+
+def test_clipped_losses_ignore_large_values_in_the_padding():
+    # one real token: rho = exp(0 - 0) = 1, A = 2: L_pi = -2; V = V_old = 1, R = 3: L_V = 0.5 * 4 = 2;
+    # H = 0.5. loss = -2 + 0.5 * 2 - 0.1 * 0.5 = -1.05. The padding token holds +-1e4 in every input:
+    # its log-ratio 1e4 overflows exp unless the mask is applied to the log-ratio first
+    mask = torch.tensor([[1.0, 0.0]])
+    logprobs = torch.tensor([[0.0, 1e4]], requires_grad=True)
+    entropy = torch.tensor([[0.5, 1e4]])
+    values = torch.tensor([[1.0, 1e4]], requires_grad=True)
+    old_logprobs, old_values = torch.tensor([[0.0, -1e4]]), torch.tensor([[1.0, -1e4]])
+    advantages, returns = torch.tensor([[2.0, -1e4]]), torch.tensor([[3.0, -1e4]])
+    objective, stats = loss.clipped_losses(logprobs, entropy, values, mask, old_logprobs, old_values,
+                                           advantages, returns, *LOSS_COEFFICIENTS)
+    assert objective.item() == pytest.approx(-1.05, abs=1e-6)
+    expected = {"policy_loss": -2.0, "value_loss": 2.0, "entropy": 0.5, "approx_kl": 0.0,
+                "clip_fraction": 0.0, "value_clip_fraction": 0.0, "ratio": 1.0}
+    assert {k: v.item() for k, v in stats.items()} == pytest.approx(expected, abs=1e-6)
+    objective.backward()  # and no NaN or inf comes back from the padding through the gradient
+    assert torch.isfinite(logprobs.grad).all() and logprobs.grad[0, 1] == 0
+    assert torch.isfinite(values.grad).all() and values.grad[0, 1] == 0
+
+
+def test_clipped_losses_statistics_hand_worked():
+    # three real tokens and a padding one (junk there, moderate: 3.0 or 7.0)
+    #   log rho = 0, ln 1.5, ln 0.9 (rho 1, 1.5, 0.9), A = 1, 1, -1, clip 0.2:
+    #     max(-1, -1) = -1;  max(-1.5, -1.2) = -1.2;  max(0.9, 0.9) = 0.9   -> L_pi = -1.3 / 3
+    #     |rho - 1| > 0.2 on the second token only                          -> clip_fraction 1/3
+    #     (rho - 1) - log rho = 0, 0.5 - ln 1.5, -0.1 - ln 0.9                -> approx_kl their mean
+    #   V = 1, 0.5, 0; V_old = 1, 0, 0; R = 2, 0, 1; value_clip 0.2:
+    #     max(1, 1) = 1;  V~ = 0.2: max(0.25, 0.04) = 0.25;  max(1, 1) = 1    -> L_V = 0.5 * 2.25 / 3
+    #     |V - V_old| > 0.2 on the second token only                        -> value_clip_fraction 1/3
+    #   H = 0.3, 0.6, 0.9 -> 0.6;  loss = L_pi + 0.5 L_V - 0.1 * 0.6
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
+    logprobs = torch.tensor([[0.0, math.log(1.5), math.log(0.9), 3.0]], requires_grad=True)
+    entropy = torch.tensor([[0.3, 0.6, 0.9, 7.0]], requires_grad=True)
+    values = torch.tensor([[1.0, 0.5, 0.0, 7.0]], requires_grad=True)
+    old_logprobs, old_values = torch.zeros(1, 4), torch.tensor([[1.0, 0.0, 0.0, 0.0]])
+    advantages, returns = torch.tensor([[1.0, 1.0, -1.0, 3.0]]), torch.tensor([[2.0, 0.0, 1.0, 3.0]])
+    objective, stats = loss.clipped_losses(logprobs, entropy, values, mask, old_logprobs, old_values,
+                                           advantages, returns, *LOSS_COEFFICIENTS)
+    policy_loss, value_loss = -1.3 / 3, 0.5 * 2.25 / 3
+    expected = {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": 0.6,
+                "approx_kl": (0.5 - math.log(1.5) - 0.1 - math.log(0.9)) / 3,
+                "clip_fraction": 1 / 3, "value_clip_fraction": 1 / 3, "ratio": (1 + 1.5 + 0.9) / 3}
+    assert set(stats) == set(expected)
+    assert all(v.dim() == 0 and not v.requires_grad for v in stats.values())  # detached 0-d tensors
+    assert {k: v.item() for k, v in stats.items()} == pytest.approx(expected, abs=1e-6)
+    assert objective.item() == pytest.approx(policy_loss + 0.5 * value_loss - 0.1 * 0.6, abs=1e-6)

@@ -32,3 +32,8 @@ def test_the_trainer_reads_the_log_probs_the_sampler_drew_and_the_suspect_does_n
     prompts = [[1, 5, 6], [1, 7], [1, 8, 9, 10], [1, 4], [1, 11, 3], [1, 6, 6]]
     assert logprob_gap(ppo.PolicyWithValue(copy.deepcopy(policy)), prompts, EOS, PAD) < 1e-4
     assert logprob_gap(SuspectPolicy(copy.deepcopy(policy)), prompts, EOS, PAD) > 0.5
+
+
+def test_the_gap_is_a_float(policy, logprob_gap):
+    gap = logprob_gap(ppo.PolicyWithValue(copy.deepcopy(policy)), [[1, 5, 6], [1, 7]], EOS, PAD)
+    assert type(gap) is float
