@@ -5,6 +5,8 @@ sum softmax(z) * z, one exp per logit. The same functions run eager (the default
 (--compile), with identical math: the compiled twins at the end of the file are plumbing, and a
 first read can stop before them (DETAILS.md, "The hot loss path"; experiments/bench.py times them).
 """
+import functools
+
 import torch
 
 from model import token_logprobs
@@ -68,11 +70,12 @@ def ppo_loss(logits, values, targets, mask, old_logprobs, old_values, advantages
                           returns, clip, value_clip, value_coef, entropy_coef)
 
 
-# PLUMBING: the same functions compiled. dynamic=True: one graph for every (B, N, V), so new batch
-# sizes or response lengths never recompile (tests/test_ppo.py counts the graphs); fullgraph=True:
-# a graph break is an error, not a silent slowdown. Nothing is compiled until the first call. Off
-# by default: at vocabulary 1024 the loss path is a small share of a step on a CPU, and inductor's
-# CPU backend needs a C++ compiler.
-compiled_ppo_loss = torch.compile(ppo_loss, fullgraph=True, dynamic=True)
-compiled_logprobs_and_entropy = torch.compile(logprobs_and_entropy, fullgraph=True, dynamic=True)
-compiled_token_logprobs = torch.compile(token_logprobs, fullgraph=True, dynamic=True)
+# PLUMBING: the same functions compiled, each wrapped on its first use (`compiled(ppo_loss)`):
+# importing the compiler takes a second or more, and --compile is off by default (at vocabulary
+# 1024 the loss path is a small share of a step; RESULTS.md, "Performance"). dynamic=True: one
+# graph for every (B, N, V), so new batch sizes or response lengths never recompile
+# (tests/test_ppo.py counts the graphs); fullgraph=True: a graph break is an error, not a silent
+# slowdown. Inductor's CPU backend needs a C++ compiler.
+@functools.cache
+def compiled(function):
+    return torch.compile(function, fullgraph=True, dynamic=True)

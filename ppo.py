@@ -206,8 +206,8 @@ def score_responses(model, reference, prompts, tokens, mask, eos_id, pad_id, con
     # PLUMBING: the compiled twins of the same functions (loss.py), and temperature as a tensor
     policy_path, reference_path = loss.logprobs_and_entropy, token_logprobs
     if config.compile:
-        policy_path = loss.compiled_logprobs_and_entropy
-        reference_path = loss.compiled_token_logprobs
+        policy_path = loss.compiled(loss.logprobs_and_entropy)
+        reference_path = loss.compiled(token_logprobs)
     temperature = torch.tensor(config.temperature, device=device)  # no recompile if it changes
     logits, values = model(ids, attention_mask, last_prompt, N)
     logprobs, entropy = policy_path(logits, tokens, temperature)
@@ -257,7 +257,7 @@ def ppo_iteration(model, optimizer, batch, scores, config, generator=None):
     value_coef = 0.0 if config.advantage == "grpo" else config.value_coef
     coefficients = [torch.tensor(c, device=mask.device) for c in
                     (config.temperature, config.clip, value_clip, value_coef, config.entropy_coef)]
-    loss_fn = loss.compiled_ppo_loss if config.compile else loss.ppo_loss
+    loss_fn = loss.compiled(loss.ppo_loss) if config.compile else loss.ppo_loss
     totals, steps, skipped = {}, 0, 0
     model.train()
     for epoch in range(config.epochs):

@@ -146,7 +146,8 @@ def naive_ppo_loss(logits, values, targets, mask, old_logprobs, old_values, adva
 FORMS = {
     "naive": (naive_logprobs_and_entropy, naive_logprobs, naive_ppo_loss),
     "eager": (loss.logprobs_and_entropy, token_logprobs, loss.ppo_loss),
-    "compiled": (loss.compiled_logprobs_and_entropy, loss.compiled_token_logprobs, loss.compiled_ppo_loss),
+    "compiled": (loss.compiled(loss.logprobs_and_entropy), loss.compiled(loss.token_logprobs),
+                 loss.compiled(loss.ppo_loss)),
 }
 
 

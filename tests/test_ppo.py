@@ -210,7 +210,7 @@ def assert_compiled_matches_eager(eager_inputs, compiled_inputs, coefficients, *
     """The compiled loss path against the eager one on copies of the same inputs: the loss, its
     statistics, and the gradients w.r.t. logits and values. Returns the eager loss."""
     eager, eager_stats = loss.ppo_loss(*eager_inputs, *coefficients)
-    compiled, compiled_stats = loss.compiled_ppo_loss(*compiled_inputs, *coefficients)
+    compiled, compiled_stats = loss.compiled(loss.ppo_loss)(*compiled_inputs, *coefficients)
     eager.backward()
     compiled.backward()
     torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)
@@ -231,7 +231,7 @@ def test_compiled_loss_equals_eager_and_never_recompiles():
         eager_inputs, compiled_inputs = loss_inputs(B, N, 64, seed=k), loss_inputs(B, N, 64, seed=k)
         assert_compiled_matches_eager(eager_inputs, compiled_inputs, coefficients, atol=1e-6, rtol=1e-4)
         logits, targets = eager_inputs[0].detach(), eager_inputs[2]
-        for got, want in zip(loss.compiled_logprobs_and_entropy(logits, targets, coefficients[0]),
+        for got, want in zip(loss.compiled(loss.logprobs_and_entropy)(logits, targets, coefficients[0]),
                              loss.logprobs_and_entropy(logits, targets, coefficients[0])):
             torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     assert counters["stats"]["unique_graphs"] == 2  # the loss and the rollout path, each compiled once
