@@ -46,9 +46,8 @@ class KVCache:
     kernels on the same memory, and a GPU can replay a recorded step (generate)."""
 
     def __init__(self, config, batch_size, max_len, device, dtype=torch.float32):
-        if max_len > config.block_size:
-            raise ValueError(f"a cache of {max_len} positions is longer than block_size "
-                             f"{config.block_size}")
+        if max_len > config.block_size:  # so that no position it hands out is past the block
+            raise ValueError(f"a cache of {max_len} positions exceeds block_size {config.block_size}")
         head_size = config.n_embd // config.n_head
         shape = (config.n_layer, batch_size, config.n_head, max_len, head_size)
         self.k = torch.zeros(shape, device=device, dtype=dtype)
@@ -187,7 +186,7 @@ class GPT(nn.Module):
     def hidden_states(self, idx, attention_mask=None, cache=None):
         """forward() without the logits (B, T, C): PPO needs the logits of the response only."""
         B, T = idx.shape
-        if T > self.config.block_size:  # a cache checks its own length (KVCache)
+        if T > self.config.block_size:  # a cache is checked against block_size when made
             raise ValueError(f"sequence of {T} tokens is longer than block_size "
                              f"{self.config.block_size}")
         token_mask = None
@@ -293,13 +292,14 @@ def generate(model, prompts, max_new_tokens, eos_id, pad_id, temperature=1.0, gr
     check_every = ALL_DONE_EVERY.get(device.type, 8)
     tokens, logprobs, masks = [], [], []
     for step in range(max_new_tokens):
+        allowed = logits  # what the sampler draws from; the log-probs stay the policy's own
         if step < min_new_tokens:  # no EOS yet: the response cannot end before min_new_tokens
-            logits = logits.clone()
-            logits[:, eos_id] = float("-inf")
+            allowed = logits.clone()
+            allowed[:, eos_id] = float("-inf")
         if greedy:
-            token = logits.argmax(-1)
+            token = allowed.argmax(-1)
         else:
-            probs = torch.softmax(logits.float() / temperature, dim=-1)
+            probs = torch.softmax(allowed.float() / temperature, dim=-1)
             # a draw from probs: argmax p / q, q ~ Exp(1), what torch.multinomial(probs, 1)
             # computes, draw for draw, without its check that waits for the device every token
             noise = torch.empty_like(probs).exponential_(generator=generator)

@@ -69,6 +69,14 @@ SWEEP_PRESETS = {
                     ppo=dict(batch_size=32, minibatch_size=32, lr=2e-4, beta=0.1, praise_fade_at=40),
                     updates=36, eval_every=1, lambdas=(0.5, 0.95), groups=(4, 8, 16),
                     choose_by="last_quarter", test_curve=True, overopt_prompts=64),
+    # a first look's budget at K = 8 (about 5 minutes on 2 cores for the five methods at one lambda): the
+    # probe behind the first look on the facts task (experiments/LOG.md)
+    "probe": dict(train=2000, validation=100, test=100, vocab_size=512, sft_steps=600, batch_size=32,
+                  lr=3e-3, model=dict(n_layer=2, n_head=4, n_embd=96, block_size=384, canon=0),
+                  samples_per_prompt=1, reward_steps=400, reward_lr=2e-3,
+                  ppo=dict(batch_size=32, minibatch_size=32, lr=2e-4, beta=0.1, praise_fade_at=40),
+                  updates=16, eval_every=1, lambdas=(0.5, 0.95), groups=(4, 8), choose_by="last_quarter",
+                  test_curve=True, overopt_prompts=32),
     # the test suite's run: every stage in seconds; its numbers mean nothing
     "tiny": dict(train=64, validation=8, test=8, vocab_size=512, sft_steps=10, batch_size=16,
                  lr=3e-3, model=dict(n_layer=1, n_head=2, n_embd=32, block_size=384),

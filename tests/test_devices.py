@@ -56,9 +56,10 @@ def test_the_value_head_is_where_the_policy_is_and_runs_there():
     assert model.optimizer(ppo.PPOConfig()).param_groups[1]["params"][0].device == META
 
 
-def test_the_value_head_starts_the_same_on_every_device():
-    """Initialised from its own CPU generator before the move: the same numbers wherever gpt is
-    and whatever the global seed, so a run on a GPU starts V where a CPU run does."""
+def test_the_value_head_starts_the_same_whatever_the_global_seed():
+    """Initialised from its own CPU generator, then moved: the same numbers whatever the global
+    seed, and so wherever gpt is (a move copies them), so a run on a GPU starts V where a CPU run
+    does."""
     config = GPTConfig(vocab_size=V, block_size=32, n_layer=1, n_head=2, n_embd=16)
     torch.manual_seed(1)
     first = ppo.PolicyWithValue(GPT(config)).value_head.state_dict()
@@ -119,5 +120,10 @@ def test_batches_and_caches_are_made_on_the_device_asked_for(tokenizer):
     assert ids.device == META and mask.device == META
     documents = [[("a prompt", "an answer")], [("another", "one")]]
     assert all(x.device == META for x in document_batch(tokenizer, documents, META, 128))
-    cache = KVCache(meta_gpt().config, B, 16, META)
-    assert cache.k.device == META and cache.canon.device == META
+    gpt = meta_gpt()
+    cache = KVCache(gpt.config, B, 16, META)
+    assert all(x.device == META for x in (cache.k, cache.v, cache.canon, cache.real, cache.length))
+    ids = torch.randint(3, V, (B, 6), device=META)
+    logits = gpt(ids, torch.ones_like(ids), cache)[1]            # the prompt, then one token
+    logits = gpt(ids[:, :1], torch.ones_like(ids[:, :1]), cache)[1]
+    assert logits.shape == (B, 1, V) and logits.device == META

@@ -69,11 +69,13 @@ def test_token_logprobs_match_fp64_log_softmax():
                                    atol=1e-5, rtol=0)
 
 
-def test_sampler_logprobs_equal_training_path(model):
+@pytest.mark.parametrize("min_new_tokens", [0, 4])
+def test_sampler_logprobs_equal_training_path(model, min_new_tokens):
+    """The policy's own log-probs, also where min_new_tokens kept the sampler from drawing the EOS."""
     prompts = [[1, 5, 6, 7, 3], [1, 8, 3], [1, 9, 9, 9, 9, 9, 9, 3]]
     generator = torch.Generator().manual_seed(1)
     tokens, logprobs, mask = generate(model, prompts, 12, EOS, PAD, temperature=0.7, generator=generator,
-                                      with_logprobs=True)
+                                      with_logprobs=True, min_new_tokens=min_new_tokens)
     # training path: one forward over prompt + response, left-padded prompts, no cache
     idx, prompt_mask = left_pad(prompts, PAD)
     _, logits = model(torch.cat([idx, tokens], 1), torch.cat([prompt_mask, mask], 1))
