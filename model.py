@@ -40,14 +40,14 @@ class GPTConfig:
 
 class KVCache:
     """Keys and values of every layer for the tokens seen so far (a new token costs one position
-    of compute, not the whole sequence), and each canon layer's last canon - 1 inputs.
-    (skip on a first read) No shape changes as it fills: attention reads all max_len slots and
-    masks those not filled, and the fill level is a tensor, so every decode step runs the same
-    kernels on the same memory, and a GPU can replay a recorded step (generate)."""
+    of compute, not the whole sequence), and each canon layer's last canon - 1 inputs. (Skip on
+    a first read) Its shapes never change: attention reads all max_len slots, masking unfilled
+    ones, and the fill level is a tensor, so a GPU can replay a recorded step (decoder)."""
 
     def __init__(self, config, batch_size, max_len, device, dtype=torch.float32):
         if max_len > config.block_size:  # so that no position it hands out is past the block
-            raise ValueError(f"a cache of {max_len} positions exceeds block_size {config.block_size}")
+            raise ValueError(f"a cache of {max_len} positions exceeds block_size "
+                             f"{config.block_size}")
         head_size = config.n_embd // config.n_head
         shape = (config.n_layer, batch_size, config.n_head, max_len, head_size)
         self.k = torch.zeros(shape, device=device, dtype=dtype)
