@@ -74,7 +74,7 @@ def ppo_loss(logits, values, targets, mask, old_logprobs, old_values, advantages
 # importing the compiler takes a second or more, and --compile is off by default (at vocabulary
 # 1024 the loss path is a small share of a step; RESULTS.md, "Performance"). dynamic=True: one
 # graph for every (B, N, V), so new batch sizes or response lengths never recompile
-# (tests/test_ppo.py counts the graphs); fullgraph=True: a graph break is an error, not a silent
+# (tests/test_loss.py counts the graphs); fullgraph=True: a graph break is an error, not a silent
 # slowdown. Inductor's CPU backend needs a C++ compiler.
 @functools.cache
 def compiled(function):

@@ -1,5 +1,5 @@
 """E5, the clipped policy loss and the value loss (loss.clipped_losses)."""
-from test_ppo import (  # noqa: F401
+from test_loss import (  # noqa: F401
     test_entropy_bonus_is_the_mean_entropy_over_real_tokens,
     test_ppo_loss_matches_token_by_token_fp64,
     test_value_loss_hand_worked_with_and_without_the_clip,

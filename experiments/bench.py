@@ -309,8 +309,10 @@ def bench_generation(device, lengths, batch_size=16, prompt_len=16):
         row["speedup"] = recompute / seconds
         if torch.device(device).type == "cuda":
             model_module.CUDA_GRAPHS = False
-            row["kv_cache_no_graph_tok_s"] = batch_size * n / cached(n)
-            model_module.CUDA_GRAPHS = True
+            try:
+                row["kv_cache_no_graph_tok_s"] = batch_size * n / cached(n)
+            finally:
+                model_module.CUDA_GRAPHS = True
         rows.append(row)
     return rows
 

@@ -25,7 +25,7 @@ def test_smoke_one_ppo_update_of_each_method_runs_and_is_timed(tmp_path, monkeyp
     they are now (it once broke silently when they changed). Its numbers are timings; nothing here
     can check them against an independent value but their signs."""
     monkeypatch.chdir(tmp_path)  # no runs/summarize here: untrained models, seconds on a CPU
-    result = bench.bench_ppo_update("cpu", 4, compare_compile=False)  # compiling: tests/test_ppo.py
+    result = bench.bench_ppo_update("cpu", 4, compare_compile=False)  # compiling: tests/test_loss.py, tests/test_ppo.py
     assert set(result["update_s"]) == {"text2grad", "ppo_scalar"}
     assert all(seconds > 0 for seconds in result["seconds"].values())
     assert 4 <= result["response_tokens"] <= 4 * 64  # four prompts, at most MAX_NEW_TOKENS each

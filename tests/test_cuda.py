@@ -17,7 +17,7 @@ import ppo
 import text2grad
 from experiments import protocol
 from model import GPT, GPTConfig, generate
-from test_ppo import assert_compiled_matches_eager, loss_inputs, naive_ppo_loss
+from test_loss import assert_compiled_matches_eager, loss_inputs, naive_ppo_loss
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 CUDA = "cuda"
