@@ -26,7 +26,7 @@ class Guards:
 
 # How PPO pays praise on each task, chosen on its validation prompts (RESULTS.md): summarize's
 # critic states an omission only in prose, so per phrase made dropping a praised clause cheap.
-PRAISE = {"summarize": "token", "code": "phrase", "qa": "phrase"}
+PRAISE = {"summarize": "token", "code": "phrase", "qa": "phrase", "facts": "phrase"}
 
 
 def length_weight(N, fade_at, device=None):

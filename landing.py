@@ -79,6 +79,60 @@ def landed(first):
             "others_change": ((change * others).sum() / others.sum().clamp(min=1)).item()}
 
 
+# METHOD: how soon a method fixes what the critique names, and what the first look prints
+
+HOLD = 0.9  # the share of the gap from SFT to all right that a run must reach and keep
+
+
+def updates_to_hold(curve, start, hold=HOLD):
+    """The updates a run needs to close `hold` of the gap from start (the SFT policy's score) to
+    1 (all right) and keep it to the end: the update of the first point of curve [(update,
+    score)] from which every later point is at or above start + hold * (1 - start). A run that
+    ends below it counts as its last update plus one (its budget plus one)."""
+    level = start + hold * (1 - start)
+    held = len(curve)
+    while held > 0 and curve[held - 1][1] >= level:
+        held -= 1
+    return curve[held][0] if held < len(curve) else curve[-1][0] + 1
+
+
+def report(table, landed, task, config, methods, contrasts):
+    """What the first look prints: each method's test curve and the updates it needs to hold
+    HOLD of the gap; the finding (span rewards against the same scores summed on the last token);
+    then where each method's first update landed. One seed: README gives the spread over ten."""
+    start = table["sft"]["test"][0]
+    print(f"\n{task.NAME}, seed {config.seed}: test {task.PRIMARY} before PPO and after every "
+          f"{config.eval_every} update(s); 'hold': the updates to reach {HOLD:.0%} of the way "
+          f"from SFT's {start:.3f} to 1 and keep it ({config.updates + 1}: never)")
+    print(f"{'method':15s} {'judge':6s} {'lands':5s} {'lambda':>6s} {'hold':>4s}  test curve")
+    held = {}
+    for method, row in table.items():
+        judge, where = methods.get(method, ("-", "-"))
+        lam = "-" if row["lambda"] is None else row["lambda"]
+        curve = [(update, test) for update, _, test, _ in row["curve"]]
+        held[method] = updates_to_hold(curve, start) if method != "sft" else None
+        print(f"{method:15s} {judge:6s} {where:5s} {lam:>6} {held[method] or '-':>4}  "
+              + " ".join(f"{test:.2f}".lstrip("0") for _, test in curve))
+    print(f"\nThe finding: span rewards hold {HOLD:.0%} sooner than the same scores summed on the "
+          f"last token (one seed; README: over ten)")
+    for name in ("placement, learned", "placement, critic"):
+        span, summed = contrasts[name]
+        if span in held and summed in held:
+            ends = f"test at the end {table[span]['test'][0]:.3f} vs {table[summed]['test'][0]:.3f}"
+            print(f"  {name:19s} {span} {held[span]:2d} updates, {summed} {held[summed]:2d}: "
+                  f"ratio {held[summed] / max(held[span], 1):.1f}; {ends}")
+    if not landed:
+        return
+    blamed = next(iter(landed.values()))["blamed_tokens"]
+    print(f"\nWhere the first update landed: the share of the change of log pi that is blamed "
+          f"tokens falling, on the same {config.ppo_batch_size} sampled answers for every method "
+          f"({blamed:.0%} of their tokens blamed by the critic)")
+    print(f"{'method':15s} {'landing share':>13s} {'change of log pi: blamed':>25s} {'others':>8s}")
+    for method, row in landed.items():
+        print(f"{method:15s} {row['landing_share']:13.2f} {row['blamed_change']:25.3f} "
+              f"{row['others_change']:8.3f}")
+
+
 # PLUMBING: the drawing, first_look.svg: the validation curves, then one answer token by token
 
 COLOURS = {"scalar": "#e08a1e", "cot": "#1f6fb4", "critic": "#2f9e44"}  # by who judges
@@ -121,13 +175,13 @@ def draw(path, table, first, task, config, methods):
     """first_look.svg: each method's validation curve (colour: who judges; dashed: the last
     token), then one answer of the first update (the shortest the critic blamed and praised),
     its tokens coloured by the critic's delta_t and by how far each method's update moved log pi."""
-    curves = {m: [point[0] for point in table[m]["curve"]] for m in methods if m in table}
+    curves = {m: [point[2] for point in table[m]["curve"]] for m in methods if m in table}
     low = min(map(min, curves.values()))
     high = max(map(max, curves.values())) + 1e-9
     n = max(map(len, curves.values()))
     x = lambda j: 60 + 420 * j / max(1, n - 1)
     y = lambda v: 250 - 210 * (v - low) / (high - low)
-    svg = [f'<text x="10" y="20">{escape(task.NAME)}, seed {config.seed}: validation '
+    svg = [f'<text x="10" y="20">{escape(task.NAME)}, seed {config.seed}: test '
            f'{task.PRIMARY} from {low:.2f} (bottom) to {high:.2f} (top), one point every '
            f'{config.eval_every} updates</text>']
     for i, (method, curve) in enumerate(curves.items()):

@@ -1,7 +1,7 @@
 """text2grad.py: the first look. Text2Grad against scalar RLHF on one toy task, end to end.
 
-    python text2grad.py                      # summarize, seed 0
-    python text2grad.py --task code --seed 1
+    python text2grad.py                      # facts (8 independent flaws per answer), seed 0
+    python text2grad.py --task summarize     # a task that mirrors the paper's, at its own SIZES
     python text2grad.py --help               # every flag, with its help line
 
     data -> tokenizer -> pretraining -> SFT policy -> annotation by the task's critic
@@ -9,9 +9,9 @@
 
 The one idea is reward_function: the same critique lands either on the tokens its spans name
 (Text2Grad) or, summed, on the last token (scalar RLHF), judged by a learned reward model or by
-the critic itself; everything else is shared. Then landing.py measures where each method's first
-update moved log pi. Seeds, intervals, the lambda grid (LAMBDAS) and the ablations are the lab's
-(`python -m experiments.protocol`; experiments/information.py for what each method is given).
+the critic itself; everything else is shared. landing.py then reads how soon each method holds
+most of the gap to all right, and where its first update moved log pi. Seeds, intervals, the lambda grid (LAMBDAS) and the ablations are the lab's
+(`python -m experiments.first_looks`; experiments/information.py for what each method is given).
 """
 import argparse
 import copy
@@ -35,47 +35,61 @@ from sft import MAX_NEW_TOKENS, evaluate, respond, response_ids, train_sft
 
 
 @dataclasses.dataclass
-class Config:  # the first look's sizes: minutes on 2 CPU cores; the lab's experiment is larger
-    task: str = "summarize"       # the toy task (data/)
+class Config:  # the first look's sizes on facts: minutes on 2 CPU cores (SIZES: the other tasks')
+    task: str = "facts"           # the toy task (data/): facts, or one that mirrors the paper's
     seed: int = 0                 # every random draw: data, weights, batches, samples
     device: str = "auto"          # auto (CUDA, then Apple's MPS, then the CPU), cpu, cuda:1, ...
     # data: the tasks are generated, so the SFT pool is fresh text (each example drawn about once)
-    train: int = 4000             # PPO's prompts (the tokenizer reads their examples' text)
-    annotated: int = 1000         # training prompts whose sampled responses the critic annotates
-    demonstrations: int = 16000   # the pretraining and SFT pool
-    validation: int = 100         # validation prompts (the PPO curves)
-    test: int = 100               # test prompts (the table)
-    vocab_size: int = 1024        # byte-level BPE vocabulary, special tokens included
+    train: int = 2000             # PPO's prompts (the tokenizer reads their examples' text)
+    annotated: int = 2000         # training prompts whose sampled responses the critic annotates
+    demonstrations: int = 8000    # the pretraining and SFT pool
+    validation: int = 100         # validation prompts (where the lab chooses lambda)
+    test: int = 100               # test prompts (the curves and the table)
+    vocab_size: int = 512         # byte-level BPE vocabulary, special tokens included
     # the GPT (policy, reference and reward-model trunk alike)
-    n_layer: int = 4              # transformer blocks
+    n_layer: int = 2              # transformer blocks
     n_head: int = 4               # attention heads per block
-    n_embd: int = 128             # width of the residual stream
+    n_embd: int = 96              # width of the residual stream
     block_size: int = 256         # longest sequence the positions cover
     # pretraining and SFT (sft.fit: Adam, warm-up, cosine decay)
-    pretrain_steps: int = 50      # steps on documents of the task's correct text (data.document)
-    sft_steps: int = 300          # steps on the flawed demonstrations
+    pretrain_steps: int = 300     # steps on documents of the task's correct text (data.document)
+    sft_steps: int = 400          # steps on the flawed demonstrations
     batch_size: int = 32          # sequences per step (pretraining, SFT, the reward models)
-    lr: float = 2e-3              # peak learning rate of pretraining and SFT
+    lr: float = 3e-3              # peak learning rate of pretraining and SFT
     # annotation and the reward models
     samples_per_prompt: int = 1   # responses sampled per annotated prompt (temperature 1)
-    reward_steps: int = 60        # steps per reward model
+    reward_steps: int = 400       # steps per reward model
     reward_lr: float = 2e-3       # the reward models' learning rate
     # PPO: the same for every method (ppo.PPOConfig holds the rest)
     methods: str = "text2grad,text2grad_last,oracle,oracle_scalar"  # the METHODS PPO runs,
                                                                     # comma-separated; or all
-    updates: int = 8              # PPO iterations
-    ppo_batch_size: int = 32      # prompts per rollout
+    updates: int = 16             # PPO iterations
+    ppo_batch_size: int = 16      # prompts per rollout
     minibatch_size: int = 16      # sequences per gradient step
-    ppo_lr: float = 5e-5          # the policy's Adam learning rate
+    ppo_lr: float = 1e-4          # the policy's Adam learning rate
+    lam: float = None             # GAE lambda for every method; None: each method's (LAMBDAS)
     min_new_tokens: int = None    # no EOS sampled before this many tokens; None: the task's
                                   # (MIN_NEW_TOKENS); 0: answers may stop before a fact
-    eval_every: int = 2           # updates between points of the validation curve
+    eval_every: int = 1           # updates between points of the curves (validation and test)
     advantage: str = "gae"        # gae: PPO's, with a value head; grpo: groups, no value head
     group: int = 8                # grpo: responses per prompt
     per: str = "token"            # grpo on the span methods: token, or response (the sum-collapse)
     compile: bool = False         # torch.compile the hot loss path (loss.py)
     figure: str = "first_look.svg"  # the curves and one answer token by token; "" for none
     sft_on: str = "demonstrations"  # SFT's targets: the flawed demonstrations, or references
+
+
+# The three tasks that mirror the paper's take the sizes their first looks were measured with
+# (RESULTS.md) wherever a flag does not say otherwise: first_look_config
+SIZES = {task: dict(train=4000, annotated=1000, demonstrations=16000, vocab_size=1024, n_layer=4,
+                    n_embd=128, pretrain_steps=50, sft_steps=300, lr=2e-3, reward_steps=60,
+                    updates=8, ppo_batch_size=32, minibatch_size=16, ppo_lr=5e-5, eval_every=2)
+         for task in ("summarize", "code", "qa")}
+
+
+def first_look_config(task="facts", **fields):
+    """The Config of task's first look: its SIZES, then the fields given."""
+    return Config(task=task, **{**SIZES.get(task, {}), **fields})
 
 
 CHOICES = {"task": TASKS, "advantage": ("gae", "grpo"), "per": ("token", "response"),
@@ -185,13 +199,16 @@ def run(config):
         summary = evaluate(task, gpt, tokenizer, examples)[0]
         return summary[task.PRIMARY], summary[watched]
 
+    def point(gpt):  # a point of the curves: (validation metric, test metric, test watched share)
+        return (scored(gpt, splits["validation"])[0], *scored(gpt, splits["test"]))
+
     # data and tokenizer: the tokenizer reads the training split only
     splits, demonstrations = experiment_splits(task, dataclasses.asdict(config), config.seed)
     tokenizer = Tokenizer.train(training_texts(task, splits["train"]), config.vocab_size)
 
     policy = sft_policy(config, task, tokenizer, demonstrations)
-    sft_test = scored(policy, splits["test"])
-    say(f"SFT: test {task.PRIMARY} {sft_test[0]:.3f}; {watched_name}: {sft_test[1]:.0%}")
+    sft_point = point(policy)
+    say(f"SFT: test {task.PRIMARY} {sft_point[1]:.3f}; {watched_name}: {sft_point[2]:.0%}")
 
     # annotation: the SFT policy's own samples, read by the task's critic (the paper's GPT-4o)
     generator = torch.Generator(device).manual_seed(config.seed)
@@ -203,6 +220,10 @@ def run(config):
                                generator=generator, desc=f"annotate {split}")
         annotated = annotate(task, examples, responses)
         records[split], items[split], _ = encode_records(tokenizer, annotated, config.block_size)
+        if split == "train" and hasattr(task, "right_per_kind"):  # what exploration can find
+            right = task.right_per_kind(examples, responses)
+            say("SFT's sampled answers, share right per kind of fact: "
+                + ", ".join(f"{kind} {share:.0%}" for kind, share in right.items()))
 
     # the reward models, each from a copy of the SFT policy: Text2Grad's and the scalar one
     shaping = guards.Guards(praise=guards.PRAISE[task.NAME])  # the guards PPO is paid through
@@ -227,13 +248,14 @@ def run(config):
     prompts = [tokenizer.prompt(e.prompt) for e in splits["train"]]
     min_new_tokens = (MIN_NEW_TOKENS.get(task.NAME, 0) if config.min_new_tokens is None
                       else config.min_new_tokens)
-    table = {"sft": {"lambda": None, "curve": [sft_test], "test": sft_test}}
+    table = {"sft": {"lambda": None, "curve": [(0, *sft_point)], "test": sft_point[1:]}}
     first = {}  # method -> where its first update landed (landing.first_update)
     for method, (judge, where) in methods.items():
         ppo_config = ppo.PPOConfig(
             updates=config.updates, batch_size=config.ppo_batch_size,
             minibatch_size=config.minibatch_size, lr=config.ppo_lr,
-            lam=LAMBDAS[task.NAME].get(method, 0.95), max_new_tokens=MAX_NEW_TOKENS,
+            lam=LAMBDAS[task.NAME][method] if config.lam is None else config.lam,
+            max_new_tokens=MAX_NEW_TOKENS,
             min_new_tokens=min_new_tokens, compile=config.compile, advantage=config.advantage,
             group=config.group, per=config.per if where == "every" else "response")
         reward = reward_function(method, task, tokenizer, splits["train"], reward_models, shaping)
@@ -247,57 +269,19 @@ def run(config):
         trained = ppo.PolicyWithValue(copy.deepcopy(policy), ppo_config.detach_value)
         curve, _, _ = ppo.train(trained, policy, prompts, reward, tokenizer.eos_id,
                                 tokenizer.pad_id, ppo_config, seed=config.seed,
-                                evaluate=lambda gpt: scored(gpt, splits["validation"]),
+                                evaluate=point,
                                 eval_every=config.eval_every, desc=f"ppo {method}", watch=watch)
-        test = scored(trained.gpt, splits["test"])
+        test = curve[-1][2:]  # the last point is after the last update
         table[method] = {"lambda": ppo_config.lam if config.advantage == "gae" else None,
-                         "curve": [point[1:] for point in curve], "test": test}
+                         "curve": curve, "test": test}
         say(f"PPO {method}: test {task.PRIMARY} {test[0]:.3f}; {watched_name}: {test[1]:.0%}")
 
     landed = {method: landing.landed(measured) for method, measured in first.items()}
-    report(table, landed, task, config, watched_name)
+    landing.report(table, landed, task, config, METHODS, CONTRASTS)
     if config.figure:
         landing.draw(config.figure, table, first, task, config, methods)
         print(f"drawn: {config.figure} (open it in a browser)")
     return table, landed
-
-
-def report(table, landed, task, config, watched_name):
-    """What the first look prints: each method's curve and test score beside the watched share;
-    what RL did (each method against SFT: the finding, the same on every seed); then this seed's
-    differences and landing shares, which move from seed to seed about as much (README: spreads)."""
-    print(f"\n{task.NAME}, seed {config.seed}: validation {task.PRIMARY} before PPO and every "
-          f"{config.eval_every} updates, then test; after |, {watched_name}")
-    print(f"{'method':15s} {'judge':6s} {'lands':5s} {'lambda':>6s}  {'validation':24s} "
-          f"{'test':>5s} | {'validation':24s} {'test':>5s}")
-    for method, row in table.items():
-        judge, where = METHODS.get(method, ("-", "-"))
-        lam = "-" if row["lambda"] is None else row["lambda"]
-        scores = " ".join(f"{score:.2f}" for score, _ in row["curve"])
-        shares = " ".join(f"{share:4.0%}" for _, share in row["curve"])
-        print(f"{method:15s} {judge:6s} {where:5s} {lam:>6}  {scores:24s} {row['test'][0]:5.3f} | "
-              f"{shares:24s} {row['test'][1]:5.0%}")
-    sft = table["sft"]["test"][0]
-    lifts = " ".join(f"{m} {row['test'][0] - sft:+.3f}" for m, row in table.items() if m != "sft")
-    print(f"\nWhat RL did, test {task.PRIMARY} minus SFT's (the finding): {lifts}")
-    print("\nThis seed's differences; over seeds they move about as much (README, the first look):")
-    for name, (a, b) in CONTRASTS.items():
-        if a in table and b in table:
-            difference = table[a]["test"][0] - table[b]["test"][0]
-            print(f"  test, {name:31s} {a} - {b}".ljust(66) + f" {difference:+.3f}")
-    for name in ("placement, learned", "placement, critic"):
-        a, b = CONTRASTS[name]
-        if a in landed and b in landed:
-            difference = landed[a]["landing_share"] - landed[b]["landing_share"]
-            print(f"  landing share, {name:22s} {a} - {b}".ljust(66) + f" {difference:+.2f}")
-    blamed = next(iter(landed.values()))["blamed_tokens"]
-    print(f"\nWhere the first update landed (landing.py): the share of the change of log pi "
-          f"that is blamed tokens falling, on the same {config.ppo_batch_size} sampled answers "
-          f"for every method ({blamed:.0%} of their tokens blamed by the critic)")
-    print(f"{'method':15s} {'landing share':>13s} {'change of log pi: blamed':>25s} {'others':>8s}")
-    for method, row in landed.items():
-        print(f"{method:15s} {row['landing_share']:13.2f} {row['blamed_change']:25.3f} "
-              f"{row['others_change']:8.3f}")
 
 
 # PLUMBING: the command line, every flag a Config field with its comment as its help line
@@ -321,15 +305,16 @@ def field_help(cls):
 def main(argv=None):
     """Every Config field is a flag: --task code, --updates 24, --compile, ..."""
     parser = argparse.ArgumentParser(prog="text2grad.py", description=__doc__.split("\n\n")[0])
-    helps = field_help(Config)
+    helps, others = field_help(Config), SIZES["summarize"]
     for field in dataclasses.fields(Config):
         kind = {"action": argparse.BooleanOptionalAction} if field.type is bool else {
             "type": field.type}
-        parser.add_argument(f"--{field.name.replace('_', '-')}", default=field.default,
-                            choices=CHOICES.get(field.name), help=helps[field.name] +
-                            (f" (default: {field.default!r})" if field.type is not bool else ""),
+        default = "" if field.type is bool else f" (default: {field.default!r}" + (
+            f"; summarize, code, qa: {others[field.name]!r})" if field.name in others else ")")
+        parser.add_argument(f"--{field.name.replace('_', '-')}", default=argparse.SUPPRESS,
+                            choices=CHOICES.get(field.name), help=helps[field.name] + default,
                             **kind)
-    config = Config(**vars(parser.parse_args(argv)))
+    config = first_look_config(**vars(parser.parse_args(argv)))  # the flags given, then SIZES
     unknown = set(config.methods.split(",")) - set(METHODS) if config.methods != "all" else set()
     if unknown:
         parser.error(f"--methods {config.methods}: {', '.join(sorted(unknown))} is not a method; "

@@ -42,6 +42,7 @@ NAME = "facts"
 PRIMARY = "sites_right"
 WATCHED = ("criticised", "answers the critic blames")  # read beside the curves
 KS = (1, 2, 4, 8)   # the sweep's values of K; the training split draws K uniformly from them
+K = 8               # the first look's K (python text2grad.py): every note states 8 facts
 HABIT_RATE = 0.6    # chance that a demonstration repeats a site's habit, per site, independently
 
 NAMES = ["Maya", "Omar", "Lena", "Ravi", "Sofia", "Jonas", "Aisha", "Mateo", "Nora", "Felix", "Priya", "Hugo"]
@@ -66,8 +67,8 @@ def restate(sites):
     return "; ".join(f"{kind} {value}" for kind, value in sites) + "."
 
 
-def make_examples(n, seed, k=None):
-    """n order notes with k sites each (k None: drawn from KS per example)."""
+def make_examples(n, seed, k=K):
+    """n order notes with k sites each (k None: drawn from KS per example, the sweep's training)."""
     if k is not None and not 1 <= k <= len(KINDS):
         raise ValueError(f"k must be between 1 and {len(KINDS)}, the number of kinds of fact; got {k}")
     rng = random.Random(seed)
@@ -165,6 +166,11 @@ def site_statistics(examples, responses):
     return {"wrong": {kind: sum(w) / len(w) for kind, w in wrong.items() if w},
             "correlation": {"mean": sum(phis) / len(phis) if phis else None,
                             "max_abs": max(map(abs, phis)) if phis else None, "pairs": len(phis)}}
+
+
+def right_per_kind(examples, responses):
+    """{kind: share of that kind's sites restated right} over responses (one per example)."""
+    return {kind: 1 - wrong for kind, wrong in site_statistics(examples, responses)["wrong"].items()}
 
 
 def count_sites(prompt):

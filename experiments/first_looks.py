@@ -1,117 +1,213 @@
-"""The first look over seeds: what of `python text2grad.py` holds on any seed, and how far each of
-its numbers moves from seed to seed.
+"""The first look over seeds: lambda chosen on validation, the finding confirmed on fresh seeds, and
+a record of every number under results/.
 
-    python -m experiments.first_looks --seeds 0 1 2 3 4 --out runs/first_looks   # ~6 min a seed
-    python -m experiments.first_looks --seeds 5 6 7 8 9 --out runs/first_looks --confirm 0 1 2 3 4
+    python -m experiments.first_looks --seeds 0 1 2 3 4 --lams 0.5 0.95         # choose lambda
+    python -m experiments.first_looks --seeds 0 1 2 3 4 5 6 7 8 9 --confirm 0 1 2 3 4 \\
+        --record results/first_look.json                                      # the finding
 
-Each seed is the whole first look (text2grad.run: its own data, SFT, annotations, reward models
-and PPO), written to OUT/seed{N}.json as it finishes; a seed already there is read back, not run
-again. Then the spread: each method's test score and watched share, each contrast, and the landing
-share of each method's first update (landing.py), as the mean, the standard deviation over the
-seeds and, for a difference, how many seeds it is positive on. With --confirm, the seeds named
-there are the ones a finding was chosen on and the others confirm it: each group is printed apart.
+Each run is the whole first look (text2grad.run with first_look_config: its own data, SFT,
+annotations, reward models and PPO), written to OUT/seed{N}[_lam{L}].json as it finishes; one already
+there is read back, not run again. With --lams, every seed runs once per lambda of the grid (every
+method at that lambda) and each method's lambda is chosen by its validation score over the last
+quarter of the updates, averaged over the seeds (the sweep's rule: where a run ends up, not how fast
+it rose); the test split is printed for none of them. Without --lams the runs take text2grad.LAMBDAS (put together from the grid's runs where they are
+there: from_grid).
+
+The finding (experiments/LOG.md, fixed on seeds 0-4 before seeds 5-9 ran): per placement contrast
+(span method against the same scores summed on the last token), the updates each needs to hold
+landing.HOLD of the gap from SFT to all right (landing.updates_to_hold, on the test curve); the
+seeds where the span method holds it sooner; and the geometric mean over seeds of the ratio
+summed / span. Beside it: the paired end scores and the landing shares. With --confirm the seeds
+named there are the ones the finding was chosen on, and the others confirm it: printed apart.
 """
 import argparse
 import contextlib
+import copy
 import io
 import json
 import math
 import os
+import platform
+import subprocess
 import sys
 import time
 
-from experiments.runstate import atomic_save, pick_device
-from text2grad import CONTRASTS, METHODS, Config, run
+import landing
+from experiments.runstate import atomic_save, fail, pick_device
+from text2grad import CONTRASTS, LAMBDAS, METHODS, first_look_config, run
+
+PLACEMENT = {name: CONTRASTS[name] for name in ("placement, learned", "placement, critic")}
 
 
-def one_seed(seed, out, device, **fields):
-    """The first look at `seed` (text2grad.run, figure off, its printing kept in OUT/seed{N}.txt),
-    or its record read back from OUT/seed{N}.json."""
-    path = os.path.join(out, f"seed{seed}.json")
+def machine():
+    """The CPU's model name (or the platform's) and the number of threads torch uses."""
+    import torch
+    name = platform.processor() or platform.machine()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")),
+                        name)
+    return f"{name}, {torch.get_num_threads()} threads"
+
+
+def commit():
+    """The commit the code ran at ("+changes" if the tree differed from it)."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                           text=True).stdout.strip()
+    return (head or "unknown") + ("+changes" if dirty else "")
+
+
+def one_seed(seed, out, device, lam=None, **fields):
+    """The first look at `seed` (figure off, its printing kept in OUT/NAME.txt), or its record read
+    back from OUT/NAME.json; NAME is seed{N}, or seed{N}_lam{L} at one lambda for every method."""
+    name = f"seed{seed}" + ("" if lam is None else f"_lam{lam}")
+    path = os.path.join(out, f"{name}.json")
     if os.path.exists(path):
         with open(path) as f:
             return json.load(f)
+    assembled = from_grid(seed, out, fields.get("task", "facts")) if lam is None else None
+    if assembled:
+        return assembled
     start, printed = time.time(), io.StringIO()
     with contextlib.redirect_stdout(printed):
-        table, landed = run(Config(seed=seed, device=device, figure="", **fields))
-    record = {"seed": seed, "seconds": time.time() - start, "device": device, "fields": fields,
-              "table": table, "landing": landed}
-    os.makedirs(out, exist_ok=True)
-    atomic_save(printed.getvalue(), os.path.join(out, f"seed{seed}.txt"))
+        table, landed = run(first_look_config(seed=seed, device=device, figure="", lam=lam, **fields))
+    record = {"seed": seed, "lam": lam, "seconds": time.time() - start, "device": device,
+              "machine": machine(), "commit": commit(), "fields": fields, "table": table, "landing": landed}
+    atomic_save(printed.getvalue(), os.path.join(out, f"{name}.txt"))
     atomic_save(json.dumps(record, indent=1), path)
     return record
 
 
-def spread(values):
-    """(mean, standard deviation over the values (n - 1), n)."""
-    n = len(values)
-    mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else float("nan")
-    return mean, sd, n
+def from_grid(seed, out, task):
+    """Seed's first look at text2grad.LAMBDAS put together from its --lams runs (OUT/seed{N}_lam{L}),
+    or None if one is missing: each method's PPO run depends on the seed and its own lambda only, not
+    on the other methods (tests/test_run.py checks the same of the protocol's runs)."""
+    lams = LAMBDAS[task]
+    paths = {lam: os.path.join(out, f"seed{seed}_lam{lam}.json") for lam in set(lams.values())}
+    if not all(map(os.path.exists, paths.values())):
+        return None
+    grid = {}
+    for lam, path in paths.items():
+        with open(path) as f:
+            grid[lam] = json.load(f)
+    record = copy.deepcopy(next(iter(grid.values())))
+    for method in list(record["table"]):
+        if method != "sft":
+            record["table"][method] = grid[lams[method]]["table"][method]
+            record["landing"][method] = grid[lams[method]]["landing"][method]
+    return {**record, "lam": None, "from_grid": sorted(paths.values())}
 
 
-def numbers(record):
-    """{name: value} of one seed: each method's test score and watched share, what RL did (each
-    method's test score minus SFT's), each contrast on test, each method's landing share, the
-    placement contrasts of it and of the curve's first two points after the start ("early"),
-    and each method's validation curve."""
+def last_quarter(curve):
+    """The mean validation score over the last quarter of a curve's updates."""
+    budget = curve[-1][0]
+    points = [validation for update, validation, _, _ in curve if update >= 0.75 * budget]
+    return sum(points) / len(points)
+
+
+def choose_lambdas(by_lam):
+    """{method: lambda} from {lambda: [records]}: the lambda whose last_quarter validation score,
+    averaged over the seeds, is highest (ties: the larger lambda); printed with the scores."""
+    print("\nlambda chosen on validation (mean over seeds of the last quarter of the updates)")
+    chosen = {}
+    for method in METHODS:
+        scores = {lam: sum(last_quarter(r["table"][method]["curve"]) for r in records) / len(records)
+                  for lam, records in by_lam.items() if method in records[0]["table"]}
+        if scores:
+            chosen[method] = max(sorted(scores, reverse=True), key=scores.get)
+            print(f"  {method:16s} " + "  ".join(f"{lam}: {s:.3f}" for lam, s in scores.items())
+                  + f"  -> {chosen[method]}")
+    return chosen
+
+
+def per_seed(record):
+    """{method: {"lambda", "validation", "test_curve", "hold", "test", "watched", "landing_share"}}
+    for one seed: the numbers its tables read."""
     table, landed = record["table"], record["landing"]
+    start = table["sft"]["test"][0]
     out = {}
     for method, row in table.items():
-        out[f"test {method}"], out[f"watched {method}"] = row["test"]
-        curve = [score for score, _ in row["curve"]]
-        out[f"curve {method}"] = curve
-    for method, row in table.items():  # what RL did: the first look's finding
-        if method != "sft":
-            out[f"RL, {method} - sft"] = row["test"][0] - table["sft"]["test"][0]
-    pairs = {name: (a, b) for name, (a, b) in CONTRASTS.items() if a in table and b in table}
-    for name, (a, b) in pairs.items():
-        out[f"test {name}"] = table[a]["test"][0] - table[b]["test"][0]
-    for method in landed:
-        out[f"landing {method}"] = landed[method]["landing_share"]
-    for name, (a, b) in pairs.items():
-        if name.startswith("placement"):
-            out[f"landing {name}"] = landed[a]["landing_share"] - landed[b]["landing_share"]
-            early = [x[0] - y[0] for x, y in zip(table[a]["curve"][1:3], table[b]["curve"][1:3])]
-            out[f"early {name}"] = sum(early) / len(early)  # validation, the 1st and 2nd points
-    out["blamed tokens"] = next(iter(landed.values()))["blamed_tokens"]
+        curve = [(update, test) for update, _, test, _ in row["curve"]]
+        out[method] = {"lambda": row["lambda"], "validation": [p[1] for p in row["curve"]],
+                       "test_curve": [test for _, test in curve], "test": row["test"][0],
+                       "watched": row["test"][1],
+                       "hold": None if method == "sft" else landing.updates_to_hold(curve, start),
+                       "landing_share": landed.get(method, {}).get("landing_share")}
+    return out
+
+
+def mean_sd(values):
+    """(mean, standard deviation over the values (n - 1))."""
+    n = len(values)
+    mean = sum(values) / n
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else float("nan")
+
+
+def finding(seeds):
+    """The finding over per_seed dicts: per placement contrast, the seeds where the span method held
+    sooner, the geometric mean of summed / span, the paired end scores and landing shares."""
+    out = {}
+    for name, (span, summed) in PLACEMENT.items():
+        if span not in seeds[0] or summed not in seeds[0]:
+            continue
+        ratios = [s[summed]["hold"] / max(1, s[span]["hold"]) for s in seeds]
+        ends = [s[span]["test"] - s[summed]["test"] for s in seeds]
+        shares = [s[span]["landing_share"] - s[summed]["landing_share"] for s in seeds]
+        out[name] = {"span": span, "summed": summed, "sooner": sum(r > 1 for r in ratios),
+                     "later": sum(r < 1 for r in ratios), "seeds": len(seeds),
+                     "holds": [[s[span]["hold"], s[summed]["hold"]] for s in seeds],
+                     "geometric_mean_ratio": math.exp(sum(map(math.log, ratios)) / len(ratios)),
+                     "end": mean_sd(ends), "end_positive": sum(e > 0 for e in ends),
+                     "landing": mean_sd(shares), "landing_positive": sum(x > 0 for x in shares)}
     return out
 
 
 def summary(records, title):
-    """Print the spread of every number over the records, and each method's mean validation curve
-    with its largest fall between adjacent points."""
-    per_seed = [numbers(r) for r in records]
-    seeds = ", ".join(str(r["seed"]) for r in records)
-    print(f"\n{title}: seeds {seeds} ({len(records)}), "
-          f"{max(r['seconds'] for r in records):.0f} s at most a seed")
-    print(f"{'':44s} {'mean':>7s} {'sd':>6s}  positive")
-    for key in per_seed[0]:
-        if key.startswith("curve"):
-            continue
-        mean, sd, n = spread([p[key] for p in per_seed])
-        positive = sum(p[key] > 0 for p in per_seed)
-        sign = f"{positive} of {n}" if " - " in key or "placement" in key or "judge" in key else ""
-        print(f"{key:44s} {mean:7.3f} {sd:6.3f}  {sign}")
-    print("mean validation curve (largest fall between adjacent points)")
-    for method in records[0]["table"]:
-        curves = [p[f"curve {method}"] for p in per_seed]
-        mean = [sum(c[j] for c in curves) / len(curves) for j in range(len(curves[0]))]
-        fall = max([mean[j] - mean[j + 1] for j in range(len(mean) - 1)] + [0.0])
-        print(f"  {method:16s} {' '.join(f'{v:.3f}' for v in mean)}  ({fall:.3f})")
+    """Print each method's spread over the records, then the finding on them."""
+    seeds = [per_seed(r) for r in records]
+    print(f"\n{title}: seeds {', '.join(str(r['seed']) for r in records)} "
+          f"({max(r['seconds'] for r in records):.0f} s at most a seed)")
+    print(f"{'method':16s} {'test':>13s} {'hold, per seed':>30s} {'landing share':>15s}")
+    for method in seeds[0]:
+        test = mean_sd([s[method]["test"] for s in seeds])
+        holds = " ".join(str(s[method]["hold"]) for s in seeds) if method != "sft" else "-"
+        shares = [s[method]["landing_share"] for s in seeds if s[method]["landing_share"] is not None]
+        share = "{:6.2f} sd {:4.2f}".format(*mean_sd(shares)) if shares else "-"
+        print(f"{method:16s} {test[0]:.3f} sd {test[1]:.3f} {holds:>30s} {share:>15s}")
+    found = finding(seeds)
+    for name, f in found.items():
+        print(f"{name}: {f['span']} held {landing.HOLD:.0%} sooner than {f['summed']} on {f['sooner']} of "
+              f"{f['seeds']} seeds (later on {f['later']}); geometric mean ratio {f['geometric_mean_ratio']:.2f}; "
+              f"end {f['end'][0]:+.3f} sd {f['end'][1]:.3f} ({f['end_positive']} positive); landing share "
+              f"{f['landing'][0]:+.2f} sd {f['landing'][1]:.2f} ({f['landing_positive']} positive)")
+    return seeds, found
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m experiments.first_looks", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(5)), help="the seeds to run or read")
-    parser.add_argument("--out", default="runs/first_looks", help="where each seed's record goes")
+    parser.add_argument("--out", default="runs/first_looks", help="where each run's record goes")
+    parser.add_argument("--lams", type=float, nargs="*", default=[],
+                        help="the lambda grid: choose each method's lambda on validation")
     parser.add_argument("--confirm", type=int, nargs="*", default=[],
                         help="the seeds the finding was chosen on: printed apart from the others")
+    parser.add_argument("--record", default="", help="write the per-seed numbers here (results/NAME.json)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, mps, ...")
-    parser.add_argument("--task", default="summarize", help="the first look's task")
+    parser.add_argument("--task", default="facts", help="the first look's task")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     device = pick_device(args.device)
+    if args.record and not os.access(os.path.dirname(os.path.abspath(args.record)), os.W_OK):
+        fail(f"--record {args.record}: not in a folder this run can write to")
     os.makedirs(args.out, exist_ok=True)
+    if args.lams:
+        by_lam = {lam: [] for lam in args.lams}
+        for seed in args.seeds:
+            for lam in args.lams:
+                by_lam[lam].append(one_seed(seed, args.out, device, lam=lam, task=args.task))
+                print(f"seed {seed}, lambda {lam}: {by_lam[lam][-1]['seconds']:.0f} s", flush=True)
+        choose_lambdas(by_lam)
+        return
     records = []
     for seed in args.seeds:
         records.append(one_seed(seed, args.out, device, task=args.task))
@@ -121,6 +217,20 @@ def main(argv=None):
     if chosen:
         summary(chosen, "chosen on")
     summary(others, "confirmed on" if chosen else "the first look over seeds")
+    if args.record:
+        seeds, found = summary(records, "all seeds")
+        record = {"command": "python -m experiments.first_looks " + " ".join(sys.argv[1:] if argv is None else argv),
+                  "task": args.task, "hold": landing.HOLD, "commits": sorted({r["commit"] for r in records}),
+                  "machines": sorted({r["machine"] for r in records}),
+                  "config": records[0]["fields"], "seconds": {r["seed"]: round(r["seconds"]) for r in records},
+                  "seeds": {r["seed"]: s for r, s in zip(records, seeds)},
+                  "finding": {"chosen on": finding([s for r, s in zip(records, seeds) if r["seed"] in args.confirm])
+                              if chosen else None,
+                              "confirmed on": finding([s for r, s in zip(records, seeds)
+                                                       if r["seed"] not in args.confirm]),
+                              "all": found}}
+        atomic_save(json.dumps(record, indent=1), args.record)
+        print(f"written: {args.record}")
 
 
 if __name__ == "__main__":

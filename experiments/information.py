@@ -4,7 +4,7 @@
     python -m experiments.information --seeds 10 11 12 13 14 15 16 17 --out runs/information
 
 Every PPO method of the first look is denied the references and starts from an SFT policy that
-imitates flawed demonstrations. Rows per seed, at the first look's sizes (text2grad.Config):
+imitates flawed demonstrations. Rows per seed, at the first look's sizes (text2grad.first_look_config):
   the first look       SFT on the demonstrations, then PPO's methods from it (first_looks.one_seed)
   references           SFT on the clean references: the ceiling that withholding them creates; then
                        PPO's methods from it (do span rewards add anything when no habit is built?)
@@ -39,7 +39,7 @@ import text2grad
 from align import find_span
 from data import experiment_splits, get_task
 from data.tokenizer import Tokenizer, training_texts
-from experiments.first_looks import one_seed, spread
+from experiments.first_looks import mean_sd, one_seed
 from experiments.runstate import atomic_save, pick_device
 from experiments.stats import mean_ci95, sign_test
 from model import generate
@@ -160,7 +160,7 @@ def report(records, task_name):
     hold (gold(), means) and what it was given; then the paired differences over the seeds (one
     seed's data, test split and first-look SFT policy pair the rows)."""
     task = get_task(task_name)
-    config = text2grad.Config(**records[0]["first_look"]["fields"])
+    config = text2grad.first_look_config(**records[0]["first_look"]["fields"])
     annotations = config.annotated * config.samples_per_prompt
     rollouts = (config.updates + 1) * config.ppo_batch_size  # and the value head's warm-up batch
     rows = {}  # name -> ([score per seed], [gold() per seed], what it was given)
@@ -189,7 +189,7 @@ def report(records, task_name):
         mean, half = mean_ci95(scores)
         held = " ".join(f"{sum(g[k] for g in golds) / len(golds):5.2f}" if all(golds) else "    -"
                         for k in keys)
-        print(f"  {name:34s} {mean:.3f} ± {half:.3f} ({spread(scores)[1]:.3f})  {held}  {given}")
+        print(f"  {name:34s} {mean:.3f} ± {half:.3f} ({mean_sd(scores)[1]:.3f})  {held}  {given}")
     print("\npaired differences over the seeds (uncorrected: read each interval on its own)")
     for a, b in DIFFERENCES:
         values = [x - y for x, y in zip(rows[a][0], rows[b][0])]
@@ -265,7 +265,7 @@ def seams(test, captured, measured):
 def probe(seed, out, task_name, device, sizes=None):
     """Each row's (lr, steps) from GRID, by validation at seed (never a reported seed):
     OUT/probe_{row}.json each, or read back from it. Returns {row: {"lr", "steps"}}."""
-    config = text2grad.Config(task=task_name, seed=seed, device=device, figure="", **(sizes or {}))
+    config = text2grad.first_look_config(task=task_name, seed=seed, device=device, figure="", **(sizes or {}))
     chosen, stage = {}, None
     for row, learn in ROWS.items():
         path = os.path.join(out, f"probe_{row}.json")
@@ -300,7 +300,7 @@ def one_seed_rows(seed, out, task_name, device, chosen, sizes=None):
     """The four kinds of row at one seed, each record read back if it is there already; sizes:
     Config fields other than the first look's (the tests' tiny ones)."""
     fields = {"task": task_name, "methods": FIRST_LOOK, **(sizes or {})}
-    config = text2grad.Config(seed=seed, device=device, figure="", **fields)
+    config = text2grad.first_look_config(seed=seed, device=device, figure="", **fields)
     splits, _ = experiment_splits(get_task(task_name), dataclasses.asdict(config), seed)
     records, captured = {}, {}
     for row, extra in (("first_look", {}), ("references", {"sft_on": "references"})):
@@ -316,7 +316,7 @@ def one_seed_rows(seed, out, task_name, device, chosen, sizes=None):
         if os.path.exists(path):
             with open(path) as f:
                 records[row]["gold"] = json.load(f)
-    config = text2grad.Config(seed=seed, device=device, figure="", **fields)
+    config = text2grad.first_look_config(seed=seed, device=device, figure="", **fields)
     for row, learn in ROWS.items():
         path = os.path.join(out, row, f"seed{seed}.json")
         if not os.path.exists(path):
@@ -345,7 +345,7 @@ def main(argv=None):
     parser.add_argument("--probe", type=int, default=19,
                         help="the seed whose validation split chooses the fine-tuning settings")
     parser.add_argument("--out", default="runs/information", help="where the records go")
-    parser.add_argument("--task", default="summarize", choices=text2grad.TASKS, help="the task")
+    parser.add_argument("--task", default="facts", choices=text2grad.TASKS, help="the task")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, mps, ...")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     device = pick_device(args.device)

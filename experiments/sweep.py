@@ -111,7 +111,7 @@ def make_splits(sizes, seed, ks=facts.KS):
             examples = facts.make_examples(sizes[split], seed * 1000 + 100 * k + j, k=k)
             per_k[k][split] = [e for e in examples if e.prompt not in held_out]
             held_out.update(e.prompt for e in per_k[k][split])
-    train = [e for e in facts.make_examples(sizes["train"], seed * 1000 + 99) if e.prompt not in held_out]
+    train = [e for e in facts.make_examples(sizes["train"], seed * 1000 + 99, k=None) if e.prompt not in held_out]
     return train, per_k
 
 

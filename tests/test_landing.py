@@ -86,7 +86,7 @@ def test_the_figure_draws_a_method_outside_the_2x2():
     change = torch.tensor([[-0.5, 0.2, 0.0]])
     first = {m: {"change": change, "delta": torch.tensor([[-1.0, 1.0, 0.0]]),
                  "text": torch.tensor([[1.0, 1.0, 0.0]]), "pieces": [["Lena", "'s"]]} for m in methods}
-    table = {m: {"curve": [(0.5, 0.0), (0.6, 0.0)]} for m in methods}
+    table = {m: {"curve": [(0, 0.5, 0.5, 0.0), (1, 0.6, 0.6, 0.0)]} for m in methods}
     config = text2grad.Config(figure="")
 
     class Task:

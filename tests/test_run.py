@@ -432,7 +432,7 @@ def test_the_first_look_is_the_protocols_run_at_each_chosen_lambda(run_all, caps
     for method, lam in text2grad.LAMBDAS["summarize"].items():
         lab = done[f"ppo/{method}/lambda{lam}/0"]["value"]["curve"]
         assert table[method]["lambda"] == lam
-        assert [score for score, _ in table[method]["curve"]] == [point[1] for point in lab]
+        assert [validation for _, validation, _, _ in table[method]["curve"]] == [point[1] for point in lab]
         assert method in printed
     # where the first update landed: one line per method, its landing share between -1 and 1
     for m in text2grad.METHODS:
@@ -447,7 +447,7 @@ def test_the_first_look_is_the_protocols_run_at_each_chosen_lambda(run_all, caps
     curves = [line for line in lines if len(line[2].split()) == len(table["oracle"]["curve"])]
     assert [bool(dash) for _, dash, _ in curves] == [where == "last" for _, where in text2grad.METHODS.values()]
     ys = [int(point.split(",")[1]) for _, _, points in curves for point in points.split()]
-    scores = [score for method in text2grad.METHODS for score, _ in table[method]["curve"]]
+    scores = [test for method in text2grad.METHODS for _, _, test, _ in table[method]["curve"]]
     if max(scores) > min(scores):
         assert min(ys) == 40 and max(ys) == 250
     for label in ["critic's delta", *text2grad.METHODS]:
