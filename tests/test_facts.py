@@ -44,7 +44,7 @@ def test_k_outside_the_kinds_is_refused():
 def test_the_generator_is_seeded_and_k_is_drawn_from_ks():
     a, b = facts.make_examples(50, seed=7), facts.make_examples(50, seed=7)
     assert [e.prompt for e in a] == [e.prompt for e in b]
-    assert {facts.count_sites(e.prompt) for e in facts.make_examples(400, seed=1)} == set(facts.KS)
+    assert {facts.count_sites(e.prompt) for e in facts.make_examples(400, seed=1, k=None)} == set(facts.KS)
     assert all(len(e.facts["sites"]) == 8 for e in facts.make_examples(20, seed=2, k=8))
 
 
@@ -276,3 +276,12 @@ def test_seed_by_seed_speed_with_its_sign_test():
     # seeds 1-3: b sooner; seed 4: a sooner; seed 5: tied; p = 2 * (C(4,3) + C(4,4)) / 16 = 10/16
     out = sweep.faster([7, 6, 9, 3, 5], [4, 4, 4, 5, 5])
     assert out == {"b": 3, "a": 1, "tied": 1, "sign_p": pytest.approx(10 / 16)}
+
+
+def test_right_per_kind_by_hand():
+    example = facts.make_examples(1, seed=3, k=3)[0]
+    (k1, v1, _), (k2, v2, d2), (k3, v3, _) = example.facts["sites"]
+    right = f"{k1} {v1}; {k2} {v2}; {k3} {v3}."
+    wrong = f"{k1} {v1}; {k2} {d2}."  # the second kind's default, the third left out
+    assert facts.right_per_kind([example, example], [right, wrong]) == {k1: 1.0, k2: 0.5, k3: 0.5}
+    assert facts.count_sites(facts.make_examples(1, seed=0)[0].prompt) == facts.K == 8

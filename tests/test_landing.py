@@ -74,7 +74,8 @@ def test_every_flag_has_its_help_line_and_choices(capsys):
     with pytest.raises(SystemExit):
         text2grad.main(["--help"])
     printed = " ".join(capsys.readouterr().out.split())
-    assert "--task {summarize,code,qa}" in printed and "--advantage {gae,grpo}" in printed
+    assert "--task {facts,summarize,code,qa}" in printed and "--advantage {gae,grpo}" in printed
+    assert "(default: 2000; summarize, code, qa: 4000)" in printed  # --train: each task's size
     squeezed = "".join(printed.split())  # argparse wraps lines, even at hyphens
     for name, text in helps.items():
         assert "".join(text.split()) in squeezed, name
@@ -108,3 +109,37 @@ def test_summarize_watches_the_answers_that_stop_before_the_plan():
     cut = example.reference[:example.reference.index(plan)]
     assert task.metrics(example, cut)["no_plan"] == 1.0
     assert task.WATCHED[0] == "no_plan"
+
+
+def test_updates_to_hold_by_hand():
+    # SFT at 0.2: 90% of the way to 1 is 0.92. The curve reaches it at update 2, falls below at
+    # update 3, and from update 4 on stays at or above it: 4. Never held: the last update plus one.
+    curve = [(0, 0.2), (1, 0.5), (2, 0.95), (3, 0.9), (4, 0.93), (5, 1.0)]
+    assert landing.updates_to_hold(curve, 0.2) == 4
+    assert landing.updates_to_hold(curve[:4], 0.2) == 4  # ends below at update 3: never, 3 + 1
+    assert landing.updates_to_hold(curve, 0.2, hold=0.5) == 2  # 0.6: from update 2 on
+    assert landing.updates_to_hold([(0, 0.2), (2, 0.4), (4, 0.99)], 0.2) == 4  # a point every 2
+
+
+def test_facts_is_the_first_looks_default_and_the_other_tasks_keep_their_sizes():
+    assert text2grad.Config().task == "facts" and text2grad.first_look_config().task == "facts"
+    summarize = text2grad.first_look_config("summarize", seed=3, updates=5)
+    assert (summarize.seed, summarize.updates, summarize.ppo_lr, summarize.pretrain_steps) == (3, 5, 5e-5, 50)
+    assert text2grad.first_look_config("facts", updates=5).ppo_lr == text2grad.Config().ppo_lr
+    assert all(set(sizes) <= set(text2grad.Config.__dataclass_fields__) for sizes in text2grad.SIZES.values())
+
+
+def test_the_finding_counts_seeds_and_takes_the_geometric_mean_of_ratios():
+    from experiments.first_looks import finding
+    seeds = []
+    for holds, ends, shares in (((2, 6), (1.0, 0.9), (0.5, 0.4)), ((4, 4), (0.9, 1.0), (0.5, 0.6)),
+                                ((3, 12), (1.0, 1.0), (0.6, 0.5))):
+        row = {}
+        for method, hold, end, share in zip(("oracle", "oracle_scalar"), holds, ends, shares):
+            row[method] = {"hold": hold, "test": end, "landing_share": share}
+        seeds.append(row)
+    found = finding(seeds)["placement, critic"]
+    assert (found["sooner"], found["later"], found["seeds"]) == (2, 0, 3)
+    assert found["geometric_mean_ratio"] == pytest.approx((3 * 1 * 4) ** (1 / 3))
+    assert found["end"][0] == pytest.approx((0.1 - 0.1 + 0.0) / 3) and found["end_positive"] == 1
+    assert found["landing_positive"] == 2 and "placement, learned" not in finding(seeds)
