@@ -1,7 +1,7 @@
 """example.py: one response through the whole method, token by token, in seconds.
 
-    python example.py                      # a summarize demonstration that carries flaws
-    python example.py --task code --index 2
+    python example.py                      # a facts demonstration that carries flaws
+    python example.py --task summarize --index 2
 
 The critic's spans become delta_t (align.py); the guards turn delta_t into score_t (guards.py);
 PPO's reward is r_t = score_t - beta KL_t on every token (Text2Grad) or the scores summed onto the
@@ -83,8 +83,8 @@ def walk_through(task, examples, tokenizer, praise=None):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="example.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--task", default="summarize", choices=TASKS,
-                        help="the toy task whose demonstration is shown (default: summarize)")
+    parser.add_argument("--task", default="facts", choices=TASKS,
+                        help="the toy task whose demonstration is shown (default: facts)")
     parser.add_argument("--index", type=int, default=0,
                         help="which flawed demonstration to show: 0, 1, ... (default: 0)")
     args = parser.parse_args(argv)

@@ -133,7 +133,7 @@ def report(table, landed, task, config, methods, contrasts):
               f"{row['others_change']:8.3f}")
 
 
-# PLUMBING: the drawing, first_look.svg: the validation curves, then one answer token by token
+# PLUMBING: the drawing, first_look.svg: the test curves, then one answer token by token
 
 COLOURS = {"scalar": "#e08a1e", "cot": "#1f6fb4", "critic": "#2f9e44"}  # by who judges
 FONT, CHAR = 13, 7.8  # monospace font size and the width of one character, in pixels
@@ -172,9 +172,10 @@ def token_row(pieces, colours, y, x=150):
 
 
 def draw(path, table, first, task, config, methods):
-    """first_look.svg: each method's validation curve (colour: who judges; dashed: the last
-    token), then one answer of the first update (the shortest the critic blamed and praised),
-    its tokens coloured by the critic's delta_t and by how far each method's update moved log pi."""
+    """first_look.svg: each method's test curve (colour: who judges; dashed: the last token),
+    then one answer of the first update (the shortest the critic blamed and praised), its tokens
+    coloured by the critic's delta_t and by how far each method's update moved log pi, beside
+    the answer's mean change on its blamed and other tokens and the batch's landing share."""
     curves = {m: [point[2] for point in table[m]["curve"]] for m in methods if m in table}
     low = min(map(min, curves.values()))
     high = max(map(max, curves.values())) + 1e-9
@@ -208,11 +209,17 @@ def draw(path, table, first, task, config, methods):
     delta = measured["delta"][row].tolist()
     svg += ['<text x="10" y="338">critic\'s delta</text>']
     svg += token_row(pieces, [delta_colour(d) for d in delta], 338)
+    end = 160 + CHAR * sum(map(len, pieces))
     for k, method in enumerate(shown):
-        change = first[method]["change"][row].tolist()
+        change = first[method]["change"][row][:len(pieces)]
         svg += [f'<text x="10" y="{368 + 26 * k}">{escape(method)}</text>']
-        svg += token_row(pieces, [change_colour(c, scale) for c in change], 368 + 26 * k)
-    width = max(860, 160 + CHAR * sum(map(len, pieces)))
+        svg += token_row(pieces, [change_colour(c, scale) for c in change.tolist()], 368 + 26 * k)
+        hit = torch.tensor(delta[:len(pieces)]) < 0
+        means = [change[where].mean().item() if where.any() else 0.0 for where in (hit, ~hit)]
+        svg += [f'<text x="{end:.0f}" y="{368 + 26 * k}">blamed {means[0]:+.3f}, others '
+                f'{means[1]:+.3f}; landing share {landed(first[method])["landing_share"]:.2f}'
+                f'</text>']
+    width = max(860, end + 360)
     height = 388 + 26 * len(shown)
     with open(path, "w") as f:
         f.write(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height}" '

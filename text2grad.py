@@ -10,8 +10,9 @@
 The one idea is reward_function: the same critique lands either on the tokens its spans name
 (Text2Grad) or, summed, on the last token (scalar RLHF), judged by a learned reward model or by
 the critic itself; everything else is shared. landing.py then reads how soon each method holds
-most of the gap to all right, and where its first update moved log pi. Seeds, intervals, the lambda grid (LAMBDAS) and the ablations are the lab's
-(`python -m experiments.first_looks`; experiments/information.py for what each method is given).
+most of the gap to all right, and where its first update moved log pi. Seeds, intervals, the
+lambda grid (LAMBDAS) and the ablations are the lab's (`python -m experiments.first_looks`;
+experiments/information.py for what each method is given).
 """
 import argparse
 import copy

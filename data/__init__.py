@@ -1,5 +1,6 @@
 """Toy tasks that mirror the paper's three: summarisation, code generation, question answering; and
-a fourth with a knob, K independent flaws per response (data/facts.py, for the K sweep of experiments/sweep.py).
+a fourth with a knob, K independent flaws per response (data/facts.py): the first look's default at
+K = 8, and the K sweep's task (experiments/sweep.py).
 
 Each task module (data/summarize.py, data/codegen.py, data/qa.py, data/facts.py) exposes the same
 small interface:

@@ -1,4 +1,5 @@
 """Restating a delivery order: the toy task with a knob K, the number of independent flaws per response.
+The first look's default task at K = 8 (python text2grad.py); the K sweep's at K in KS.
 
 Why a task of its own. The other three tasks hold one systematic flaw per response, and one number at
 the end of a response is enough to find one decision. Text2Grad should pay off when a response holds

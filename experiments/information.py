@@ -241,7 +241,8 @@ def scored(task, policy, tokenizer, examples):
 @contextlib.contextmanager
 def seams(test, captured, measured):
     """While text2grad.run runs: its SFT policy kept in captured["stage"], and gold() of each of its
-    evaluations of the test split appended to measured (SFT's, then each method's in turn). The
+    evaluations of the test split appended to measured (SFT's, then each point of each method's
+    curve in turn). The
     seam: run calls sft_policy and evaluate by its module's names."""
     sft_policy, evaluate_split = text2grad.sft_policy, text2grad.evaluate
 
@@ -308,8 +309,12 @@ def one_seed_rows(seed, out, task_name, device, chosen, sizes=None):
         with seams(splits["test"], stage, measured):
             records[row] = one_seed(seed, folder, device, **fields, **extra)
         path = os.path.join(folder, f"seed{seed}_gold.json")
-        if measured:  # run now, not read back: SFT's test answers, then each method's
-            atomic_save(json.dumps(dict(zip(records[row]["table"], measured))), path)
+        if measured:  # run now, not read back: SFT's test answers, then each method's curve
+            golds, at = {}, 0  # of test points (before its first update, ..., after its last)
+            for method, line in records[row]["table"].items():
+                at += 1 if method == "sft" else len(line["curve"])
+                golds[method] = measured[at - 1]  # the end of the method's curve
+            atomic_save(json.dumps(golds), path)
         if row == "first_look":
             captured = stage
         records[row]["gold"] = {}

@@ -153,7 +153,7 @@ def test_value_command_needs_a_finished_run(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--task", "facts"], "argument --task: invalid choice: 'facts'"),
+    (["--task", "chess"], "argument --task: invalid choice: 'chess'"),
     (["--methods", "text2grad,magic"], "--methods text2grad,magic: magic is not a method"),
     (["--device", "tpu7"], "--device tpu7 is not a device torch can use here"),
     (["--device", "cuda:99"], "--device cuda:99 is not a device torch can use here"),

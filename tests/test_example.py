@@ -92,10 +92,11 @@ def test_walk_through_pays_praise_as_the_tasks_run_does():
     assert default != example.walk_through(task, batch, tokenizer, praise=other)[1]
 
 
-def test_command_shows_the_first_flawed_demonstration_and_its_critique(capsys):
-    example.main(["--task", "summarize"])
+@pytest.mark.parametrize("argv,task_name", [([], "facts"), (["--task", "summarize"], "summarize")])
+def test_command_shows_the_first_flawed_demonstration_and_its_critique(capsys, argv, task_name):
+    example.main(argv)
     out = capsys.readouterr().out
-    task = get_task("summarize")
+    task = get_task(task_name)
     examples = make_splits(task, {"train": 400, "validation": 1, "test": 1}, seed=0)["train"]
     shown = next(e for e in examples if e.flaws)
     assert f"response:  {shown.demonstration}\n" in out

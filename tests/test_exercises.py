@@ -50,7 +50,7 @@ def test_install_puts_functions_in_place_and_puts_the_projects_back():
     assert seam.written(half_done) == {"span_rewards": mine}  # a stub is not installed
 
 
-TINY = ["--task", "code", "--device", "cpu", "--train", "64", "--annotated", "32", "--demonstrations", "512",
+TINY = ["--task", "facts", "--device", "cpu", "--train", "64", "--annotated", "32", "--demonstrations", "512",
         "--validation", "8", "--test", "8", "--n-layer", "1", "--n-embd",
         "32", "--pretrain-steps", "2", "--sft-steps", "4", "--reward-steps", "2", "--updates", "2",
         "--ppo-batch-size", "8", "--minibatch-size", "4", "--figure", ""]
@@ -74,7 +74,7 @@ def test_the_first_look_through_the_seam_equals_the_plain_run(monkeypatch, capsy
         monkeypatch.setattr(student, name, counted(name, function))
     through = first_look(TINY)
     assert through == plain
-    # code pays praise per phrase (bound_praise); GRPO is not run here (exercises/test_e7_grpo.py)
+    # facts pays praise per phrase (bound_praise); GRPO is not run here (exercises/test_e7_grpo.py)
     assert {name for name, n in calls.items() if n == 0} == {"group_advantages"}
     assert "exercises: yours:" in capsys.readouterr().out
 

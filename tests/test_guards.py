@@ -24,7 +24,7 @@ PAPER = configs({**SWEEP_PRESETS["default"]["ppo"], "praise": "token", "cut_prai
 
 @pytest.fixture(scope="module")
 def setup():
-    examples = facts.make_examples(60, seed=3)
+    examples = facts.make_examples(60, seed=3, k=None)
     tokenizer = Tokenizer.train(training_texts(facts, examples), vocab_size=400)
     return examples, tokenizer
 
