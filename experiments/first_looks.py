@@ -69,11 +69,11 @@ def one_seed(seed, out, device, lam=None, **fields):
     assembled = from_grid(seed, out, fields.get("task", "facts")) if lam is None else None
     if assembled:
         return assembled
-    start, printed = time.time(), io.StringIO()
+    start, printed, at = time.time(), io.StringIO(), commit()  # the code as the run starts
     with contextlib.redirect_stdout(printed):
         table, landed = run(first_look_config(seed=seed, device=device, figure="", lam=lam, **fields))
     record = {"seed": seed, "lam": lam, "seconds": time.time() - start, "device": device,
-              "machine": machine(), "commit": commit(), "fields": fields, "table": table, "landing": landed}
+              "machine": machine(), "commit": at, "fields": fields, "table": table, "landing": landed}
     atomic_save(printed.getvalue(), os.path.join(out, f"{name}.txt"))
     atomic_save(json.dumps(record, indent=1), path)
     return record
