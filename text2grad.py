@@ -98,11 +98,9 @@ CHOICES = {"task": TASKS, "advantage": ("gae", "grpo"), "per": ("token", "respon
 
 # GAE lambda per task and method, chosen on validation: on facts from {0.5, 0.95} over seeds 0-4
 # (python -m experiments.first_looks --lams 0.5 0.95), on the others from {0, 0.5, 0.95} by the
-# lab's experiment at seed 100 (RESULTS.md): the paper's 0.95, but 0.5 for the critic's spans on
-# facts and for both span methods on code
+# lab's experiment at seed 100 (RESULTS.md): the paper's 0.95, but 0.5 for the span methods on code
 LAMBDAS = {task: {"ppo_scalar": 0.95, "text2grad_last": 0.95, "text2grad": 0.95,
                   "oracle_scalar": 0.95, "oracle": 0.95} for task in TASKS}
-LAMBDAS["facts"].update(oracle=0.5)
 LAMBDAS["code"].update(text2grad=0.5, oracle=0.5)
 
 # No EOS before this many response tokens. An answer that leaves a fact out has no span a critic
