@@ -187,9 +187,10 @@ def sft_policy(config, task, tokenizer, demonstrations):
 
 
 def run(config):
-    """The method on one task, stage by stage, printing what each stage made, the table and where
-    each method's first update landed. Returns (table, landed): table[method] = {"lambda", "curve":
-    [(score, watched share)], "test": (score, share)}; landed[method]: landing.landed's numbers."""
+    """The method on one task, stage by stage, printing what each stage made, the curves, how
+    soon each method held most of the gap, and where each first update landed. Returns (table,
+    landed): table[method] = {"lambda", "curve": [(update, validation score, test score, test
+    watched share)], "test": (score, share)}; landed[method]: landing.landed's numbers."""
     task, device, start = get_task(config.task), config.device, time.time()
     say = lambda message: print(f"[{task.NAME} {time.time() - start:4.0f}s] {message}")
     torch.manual_seed(config.seed)
@@ -270,8 +271,7 @@ def run(config):
 
         trained = ppo.PolicyWithValue(copy.deepcopy(policy), ppo_config.detach_value)
         curve, _, _ = ppo.train(trained, policy, prompts, reward, tokenizer.eos_id,
-                                tokenizer.pad_id, ppo_config, seed=config.seed,
-                                evaluate=point,
+                                tokenizer.pad_id, ppo_config, seed=config.seed, evaluate=point,
                                 eval_every=config.eval_every, desc=f"ppo {method}", watch=watch)
         test = curve[-1][2:]  # the last point is after the last update
         table[method] = {"lambda": ppo_config.lam if config.advantage == "gae" else None,

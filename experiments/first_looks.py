@@ -74,6 +74,7 @@ def one_seed(seed, out, device, lam=None, **fields):
         table, landed = run(first_look_config(seed=seed, device=device, figure="", lam=lam, **fields))
     record = {"seed": seed, "lam": lam, "seconds": time.time() - start, "device": device,
               "machine": machine(), "commit": at, "fields": fields, "table": table, "landing": landed}
+    os.makedirs(out, exist_ok=True)
     atomic_save(printed.getvalue(), os.path.join(out, f"{name}.txt"))
     atomic_save(json.dumps(record, indent=1), path)
     return record
