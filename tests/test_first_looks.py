@@ -1,0 +1,59 @@
+"""experiments/first_looks.py: its records, the lambda chosen on validation, a seed put together
+from the grid's runs, and the finding, against hand-made tables (no training)."""
+import json
+
+import pytest
+
+import text2grad
+from experiments import first_looks
+
+
+def table(lam, validation, holds_at):
+    """A run's table: SFT at 0.2, then each method's curve over 4 updates, at 1.0 from update
+    holds_at[method] on and 0.5 before it; validation[method] is its validation score."""
+    rows = {"sft": {"lambda": None, "curve": [(0, 0.2, 0.2, 0.0)], "test": (0.2, 0.0)}}
+    for method, at in holds_at.items():
+        curve = [(u, validation[method], 1.0 if u >= at else 0.5, 0.0) for u in range(5)]
+        rows[method] = {"lambda": lam, "curve": curve, "test": (curve[-1][2], 0.0)}
+    return rows
+
+
+def fake_run(holds):
+    """text2grad.run stand-in: lambda 0.5 validates better for the span methods, 0.95 for the sums."""
+    def run(config):
+        better = {0.5: ("text2grad", "oracle"), 0.95: ("text2grad_last", "oracle_scalar")}[config.lam]
+        validation = {m: 0.9 if m in better else 0.8 for m in holds}
+        landed = {m: {"landing_share": 0.5 if m in ("text2grad", "oracle") else 0.4} for m in holds}
+        return table(config.lam, validation, holds), landed
+    return run
+
+
+def test_records_go_into_a_new_folder_and_are_read_back(tmp_path, monkeypatch):
+    holds = {"text2grad_last": 3, "text2grad": 1, "oracle_scalar": 4, "oracle": 2}
+    monkeypatch.setattr(first_looks, "run", fake_run(holds))
+    out = tmp_path / "new" / "folder"
+    record = first_looks.one_seed(0, str(out), "cpu", lam=0.5)
+    assert (out / "seed0_lam0.5.json").exists() and (out / "seed0_lam0.5.txt").exists()
+    monkeypatch.setattr(first_looks, "run", None)  # read back, not run again
+    assert first_looks.one_seed(0, str(out), "cpu", lam=0.5)["table"] == json.loads(json.dumps(record["table"]))
+
+
+def test_lambda_is_chosen_on_validation_and_a_seed_is_put_together_from_the_grid(tmp_path, monkeypatch):
+    holds = {"text2grad_last": 3, "text2grad": 1, "oracle_scalar": 4, "oracle": 2}
+    monkeypatch.setattr(first_looks, "run", fake_run(holds))
+    by_lam = {lam: [first_looks.one_seed(s, str(tmp_path), "cpu", lam=lam) for s in (0, 1)] for lam in (0.5, 0.95)}
+    assert first_looks.choose_lambdas(by_lam) == {"text2grad_last": 0.95, "text2grad": 0.5,
+                                                  "oracle_scalar": 0.95, "oracle": 0.5}
+    monkeypatch.setitem(text2grad.LAMBDAS, "facts", {**text2grad.LAMBDAS["facts"], "text2grad": 0.5})
+    monkeypatch.setattr(first_looks, "LAMBDAS", text2grad.LAMBDAS)
+    monkeypatch.setattr(first_looks, "run", None)  # nothing runs: both lambdas' runs are there
+    seed = first_looks.one_seed(1, str(tmp_path), "cpu", task="facts")
+    assert seed["table"]["text2grad"]["lambda"] == 0.5 and seed["table"]["oracle"]["lambda"] == 0.95
+    numbers = first_looks.per_seed(seed)
+    # SFT at 0.2: 90% of the way is 0.92, held from update `holds_at` on
+    assert {m: numbers[m]["hold"] for m in holds} == holds
+    found = first_looks.finding([numbers, numbers])
+    assert found["placement, learned"]["sooner"] == 2
+    assert found["placement, learned"]["geometric_mean_ratio"] == pytest.approx(3.0)
+    assert found["placement, critic"]["geometric_mean_ratio"] == pytest.approx(2.0)
+    assert found["placement, critic"]["landing"][0] == pytest.approx(0.1)
