@@ -113,8 +113,8 @@ def report(table, landed, task, config, methods, contrasts):
         held[method] = updates_to_hold(curve, start) if method != "sft" else None
         print(f"{method:15s} {judge:6s} {where:5s} {lam:>6} {held[method] or '-':>4}  "
               + " ".join(f"{test:.2f}".lstrip("0") for _, test in curve))
-    print(f"\nThe finding: span rewards hold {HOLD:.0%} sooner than the same scores summed on the "
-          f"last token (one seed; README: over ten)")
+    print(f"\nPlacement: the updates to hold {HOLD:.0%}, span rewards against the same scores "
+          f"summed on the last token (one seed; README: over ten seeds)")
     for name in ("placement, learned", "placement, critic"):
         span, summed = contrasts[name]
         if span in held and summed in held:
@@ -201,7 +201,7 @@ def draw(path, table, first, task, config, methods):
     row = min([i for i in blamed if (measured["delta"][i] > 0).any()] or blamed,
               key=lambda i: len(measured["pieces"][i]))
     pieces = measured["pieces"][row]
-    scale = max(first[m]["change"][row].abs().max().item() for m in shown) or 1.0
+    scale = max(first[m]["change"][row][:len(pieces)].abs().max().item() for m in shown) or 1.0
     svg += [f'<text x="10" y="290">The first update of each method, on one of the answers it '
             f'trained on. First row: the critic\'s delta_t (red blamed, green praised).</text>',
             f'<text x="10" y="308">Then each method: how far its update moved log pi of each '

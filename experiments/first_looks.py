@@ -23,6 +23,7 @@ named there are the ones the finding was chosen on, and the others confirm it: p
 import argparse
 import contextlib
 import copy
+import dataclasses
 import io
 import json
 import math
@@ -33,7 +34,8 @@ import sys
 import time
 
 import landing
-from experiments.runstate import atomic_save, fail, pick_device
+from experiments.runstate import atomic_save, checked, fail, pick_device
+from experiments.stats import mean_ci95
 from text2grad import CONTRASTS, LAMBDAS, METHODS, first_look_config, run
 
 PLACEMENT = {name: CONTRASTS[name] for name in ("placement, learned", "placement, critic")}
@@ -65,7 +67,10 @@ def one_seed(seed, out, device, lam=None, **fields):
     path = os.path.join(out, f"{name}.json")
     if os.path.exists(path):
         with open(path) as f:
-            return json.load(f)
+            record = json.load(f)
+        if record["fields"] != fields:
+            raise ValueError(f"{path} holds a run of {record['fields']}, not {fields}; use another --out")
+        return record
     assembled = from_grid(seed, out, fields.get("task", "facts")) if lam is None else None
     if assembled:
         return assembled
@@ -92,6 +97,8 @@ def from_grid(seed, out, task):
     for lam, path in paths.items():
         with open(path) as f:
             grid[lam] = json.load(f)
+        if grid[lam]["fields"].get("task", "facts") != task:
+            raise ValueError(f"{path} holds a run of {grid[lam]['fields']}; use another --out")
     record = copy.deepcopy(next(iter(grid.values())))
     for method in list(record["table"]):
         if method != "sft":
@@ -153,12 +160,15 @@ def finding(seeds):
         if span not in seeds[0] or summed not in seeds[0]:
             continue
         ratios = [s[summed]["hold"] / max(1, s[span]["hold"]) for s in seeds]
+        log_mean, half = mean_ci95([math.log(r) for r in ratios]) if len(ratios) > 1 else (0, math.nan)
         ends = [s[span]["test"] - s[summed]["test"] for s in seeds]
         shares = [s[span]["landing_share"] - s[summed]["landing_share"] for s in seeds]
         out[name] = {"span": span, "summed": summed, "sooner": sum(r > 1 for r in ratios),
                      "later": sum(r < 1 for r in ratios), "seeds": len(seeds),
                      "holds": [[s[span]["hold"], s[summed]["hold"]] for s in seeds],
                      "geometric_mean_ratio": math.exp(sum(map(math.log, ratios)) / len(ratios)),
+                     # the t-interval of the mean log ratio, exponentiated
+                     "ratio_ci95": [math.exp(log_mean - half), math.exp(log_mean + half)],
                      "end": mean_sd(ends), "end_positive": sum(e > 0 for e in ends),
                      "landing": mean_sd(shares), "landing_positive": sum(x > 0 for x in shares)}
     return out
@@ -179,7 +189,8 @@ def summary(records, title):
     found = finding(seeds)
     for name, f in found.items():
         print(f"{name}: {f['span']} held {landing.HOLD:.0%} sooner than {f['summed']} on {f['sooner']} of "
-              f"{f['seeds']} seeds (later on {f['later']}); geometric mean ratio {f['geometric_mean_ratio']:.2f}; "
+              f"{f['seeds']} seeds (later on {f['later']}); geometric mean ratio {f['geometric_mean_ratio']:.2f} "
+              f"[{f['ratio_ci95'][0]:.2f}, {f['ratio_ci95'][1]:.2f}]; "
               f"end {f['end'][0]:+.3f} sd {f['end'][1]:.3f} ({f['end_positive']} positive); landing share "
               f"{f['landing'][0]:+.2f} sd {f['landing'][1]:.2f} ({f['landing_positive']} positive)")
     return seeds, found
@@ -205,13 +216,13 @@ def main(argv=None):
         by_lam = {lam: [] for lam in args.lams}
         for seed in args.seeds:
             for lam in args.lams:
-                by_lam[lam].append(one_seed(seed, args.out, device, lam=lam, task=args.task))
+                by_lam[lam].append(checked(one_seed, seed, args.out, device, lam=lam, task=args.task))
                 print(f"seed {seed}, lambda {lam}: {by_lam[lam][-1]['seconds']:.0f} s", flush=True)
         choose_lambdas(by_lam)
         return
     records = []
     for seed in args.seeds:
-        records.append(one_seed(seed, args.out, device, task=args.task))
+        records.append(checked(one_seed, seed, args.out, device, task=args.task))
         print(f"seed {seed}: {records[-1]['seconds']:.0f} s", flush=True)
     chosen = [r for r in records if r["seed"] in args.confirm]
     others = [r for r in records if r["seed"] not in args.confirm]
@@ -223,7 +234,7 @@ def main(argv=None):
         record = {"command": "python -m experiments.first_looks " + " ".join(sys.argv[1:] if argv is None else argv),
                   "task": args.task, "hold": landing.HOLD, "commits": sorted({r["commit"] for r in records}),
                   "machines": sorted({r["machine"] for r in records}),
-                  "config": records[0]["fields"], "seconds": {r["seed"]: round(r["seconds"]) for r in records},
+                  "config": dataclasses.asdict(first_look_config(**records[0]["fields"])), "seconds": {r["seed"]: round(r["seconds"]) for r in records},
                   "seeds": {r["seed"]: s for r, s in zip(records, seeds)},
                   "finding": {"chosen on": finding([s for r, s in zip(records, seeds) if r["seed"] in args.confirm])
                               if chosen else None,

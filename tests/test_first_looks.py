@@ -57,3 +57,15 @@ def test_lambda_is_chosen_on_validation_and_a_seed_is_put_together_from_the_grid
     assert found["placement, learned"]["geometric_mean_ratio"] == pytest.approx(3.0)
     assert found["placement, critic"]["geometric_mean_ratio"] == pytest.approx(2.0)
     assert found["placement, critic"]["landing"][0] == pytest.approx(0.1)
+
+
+def test_a_folder_of_another_tasks_runs_is_refused(tmp_path, monkeypatch, capsys):
+    holds = {"text2grad_last": 3, "text2grad": 1, "oracle_scalar": 4, "oracle": 2}
+    monkeypatch.setattr(first_looks, "run", fake_run(holds))
+    first_looks.one_seed(0, str(tmp_path), "cpu", lam=0.5, task="facts")
+    with pytest.raises(ValueError, match="holds a run of {'task': 'facts'}, not {'task': 'code'}"):
+        first_looks.one_seed(0, str(tmp_path), "cpu", lam=0.5, task="code")
+    with pytest.raises(SystemExit) as stop:
+        first_looks.main(["--seeds", "0", "--lams", "0.5", "--task", "code", "--out", str(tmp_path),
+                          "--device", "cpu"])
+    assert stop.value.code == 2 and "use another --out" in capsys.readouterr().err
