@@ -53,7 +53,8 @@ def test_install_puts_functions_in_place_and_puts_the_projects_back():
 TINY = ["--task", "facts", "--device", "cpu", "--train", "64", "--annotated", "32", "--demonstrations", "512",
         "--validation", "8", "--test", "8", "--n-layer", "1", "--n-embd",
         "32", "--pretrain-steps", "2", "--sft-steps", "4", "--reward-steps", "2", "--updates", "2",
-        "--ppo-batch-size", "8", "--minibatch-size", "4", "--figure", ""]
+        "--ppo-batch-size", "8", "--minibatch-size", "4", "--block-size", "384", "--figure", ""]
+# (an SFT policy of 4 steps can ramble to the length limit: 384 positions hold its facts answers)
 
 
 @pytest.mark.slow
