@@ -154,7 +154,8 @@ def mean_sd(values):
 
 def finding(seeds):
     """The finding over per_seed dicts: per placement contrast, the seeds where the span method held
-    sooner, the geometric mean of summed / span, the paired end scores and landing shares."""
+    sooner, the geometric mean of summed / span, and paired over seeds (mean, 95% t half-width)
+    the updates saved, the end scores and the landing shares."""
     out = {}
     for name, (span, summed) in PLACEMENT.items():
         if span not in seeds[0] or summed not in seeds[0]:
@@ -169,8 +170,10 @@ def finding(seeds):
                      "geometric_mean_ratio": math.exp(sum(map(math.log, ratios)) / len(ratios)),
                      # the t-interval of the mean log ratio, exponentiated
                      "ratio_ci95": [math.exp(log_mean - half), math.exp(log_mean + half)],
-                     "end": mean_sd(ends), "end_positive": sum(e > 0 for e in ends),
-                     "landing": mean_sd(shares), "landing_positive": sum(x > 0 for x in shares)}
+                     # paired over seeds: (mean, half-width of the 95% t-interval)
+                     "end": mean_ci95(ends), "end_positive": sum(e > 0 for e in ends),
+                     "landing": mean_ci95(shares), "landing_positive": sum(x > 0 for x in shares),
+                     "updates_saved": mean_ci95([s[summed]["hold"] - s[span]["hold"] for s in seeds])}
     return out
 
 
@@ -181,18 +184,19 @@ def summary(records, title):
           f"({max(r['seconds'] for r in records):.0f} s at most a seed)")
     print(f"{'method':16s} {'test':>13s} {'hold, per seed':>30s} {'landing share':>15s}")
     for method in seeds[0]:
-        test = mean_sd([s[method]["test"] for s in seeds])
+        test = mean_ci95([s[method]["test"] for s in seeds])
         holds = " ".join(str(s[method]["hold"]) for s in seeds) if method != "sft" else "-"
         shares = [s[method]["landing_share"] for s in seeds if s[method]["landing_share"] is not None]
         share = "{:6.2f} sd {:4.2f}".format(*mean_sd(shares)) if shares else "-"
-        print(f"{method:16s} {test[0]:.3f} sd {test[1]:.3f} {holds:>30s} {share:>15s}")
+        print(f"{method:16s} {test[0]:.3f} ± {test[1]:.3f} {holds:>30s} {share:>15s}")
     found = finding(seeds)
     for name, f in found.items():
         print(f"{name}: {f['span']} held {landing.HOLD:.0%} sooner than {f['summed']} on {f['sooner']} of "
               f"{f['seeds']} seeds (later on {f['later']}); geometric mean ratio {f['geometric_mean_ratio']:.2f} "
               f"[{f['ratio_ci95'][0]:.2f}, {f['ratio_ci95'][1]:.2f}]; "
-              f"end {f['end'][0]:+.3f} sd {f['end'][1]:.3f} ({f['end_positive']} positive); landing share "
-              f"{f['landing'][0]:+.2f} sd {f['landing'][1]:.2f} ({f['landing_positive']} positive)")
+              f"{f['updates_saved'][0]:.1f} ± {f['updates_saved'][1]:.1f} updates sooner; "
+              f"end {f['end'][0]:+.3f} ± {f['end'][1]:.3f} ({f['end_positive']} positive); landing share "
+              f"{f['landing'][0]:+.2f} ± {f['landing'][1]:.2f} ({f['landing_positive']} positive)")
     return seeds, found
 
 
