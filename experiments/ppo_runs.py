@@ -71,7 +71,9 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
     """Every method of METHODS from the SFT policy, each run a stage of its own for --resume.
     reward_models {reward seed: {name: model}} (reward_stage): the j-th PPO seed reads the
     (j mod R)-th reward seed's models, so that over the runs both the PPO seed and the reward
-    model's seed vary (summary.py's intervals average the runs of a reward seed first).
+    model's seed vary (summary.py's intervals average the runs of a reward seed first). reward_items:
+    the reward models' training items the refresh mixes in, one list, or {reward seed: items} when
+    each seed trained on its own annotations (protocol.draw_stage).
       1. GAE lambda: one run per lambda of preset["lambdas"] at the first seed; the method keeps the
          lambda whose final validation score is highest (the first of equals, in grid order), or,
          with preset["choose_by"] "mean", whose validation curve has the highest mean (sooner is better);
@@ -134,8 +136,9 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         run_config = replace(config, group=lam, per=config.per if METHODS[name][1] == "every" else "response") \
             if grpo else replace(config, lam=lam)
         model = ppo.PolicyWithValue(copy.deepcopy(policy), run_config.detach_value)
+        items = reward_items.get(reads[seed]) if isinstance(reward_items, dict) else reward_items
         reward, run_models = method_reward(name, task, tokenizer, train, reward_models[reads[seed]], shaping, refresh,
-                                           reward_items, seed)
+                                           items, seed)
         curve, logged, warmup = ppo.train(
             model, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, run_config, seed=seed,
             evaluate=validation_score(name, run_models),

@@ -55,8 +55,10 @@ REWARD_CHOICES = {"default": {
 
 # The paired differences the verdicts read, fixed before any run: (a, b) -> a - b per seed. The
 # first look's CONTRASTS (the paper's, placement with either judge, the judge, which learned judge),
-# then down the last-token column and the diagonal. experiments/summary.py computes them.
-COMPARISONS = list(CONTRASTS.values()) + [("oracle_scalar", "ppo_scalar"), ("text2grad", "oracle_scalar")]
+# then down the last-token column (the critic's sum against either learned model's) and the diagonal.
+# experiments/summary.py computes them.
+COMPARISONS = list(CONTRASTS.values()) + [("oracle_scalar", "ppo_scalar"), ("oracle_scalar", "text2grad_last"),
+                                          ("text2grad", "oracle_scalar")]
 SEEDED_METRICS = ("positive_f1", "negative_f1", "exact_span_match", "critique_rougeL", "score_correlation")  # kept per reward-model seed
 
 
@@ -157,20 +159,45 @@ def pretrain_stage(task, examples, validation, tokenizer, preset, device, seed, 
 # ---------------------------------------------------------------------------------------------
 # Annotation and reward models
 
-def annotate_stage(task, policy, tokenizer, splits, samples_per_prompt, seed, out):
+def annotate_stage(task, policy, tokenizer, splits, samples_per_prompt, seed, out, only=None, name="annotations"):
     """Sample responses from the SFT policy at temperature 1 (the reward model must know the policy's
-    own mistakes, not only the demonstrations'), let the task's critic annotate them, save JSONL.
-    Returns {split: records}."""
+    own mistakes, not only the demonstrations'), let the task's critic annotate them, save JSONL
+    (out/{name}_{split}.jsonl). only: the splits to draw (default all three, in the order train,
+    validation, test, from one generator seeded by seed). Returns {split: records}."""
     generator = torch.Generator(next(policy.parameters()).device).manual_seed(seed)
     records = {}
     for split, k in (("train", samples_per_prompt), ("validation", 1), ("test", 1)):
+        if only is not None and split not in only:
+            continue
         examples = [e for e in splits[split] for _ in range(k)]
         responses, _ = respond(policy, tokenizer, [e.prompt for e in examples], greedy=False,
                                generator=generator, desc=f"annotate {split}")
         records[split] = annotate(task, examples, responses)
-        path = os.path.join(out, f"annotations_{split}.jsonl")
+        path = os.path.join(out, f"{name}_{split}.jsonl")
         atomic_save("".join(json.dumps(r) + "\n" for r in records[split]), path)
     return records
+
+
+def draw_stage(task, policy, tokenizer, annotated, preset, seeds, out, progress):
+    """With --own-annotations, every reward-model seed after the first gets a draw of its own: the SFT
+    policy's answers to the annotated prompts sampled afresh (generator seed = the reward seed) and
+    annotated by the critic, saved as out/draw{seed}_train.jsonl (stage annotate/{seed}). The first
+    seed's draw is the annotate stage's. Validation and test records measure a model's fit and stay
+    the first draw's. Returns {seed: encoded training items} for seeds[1:]."""
+    items = {}
+    for seed in seeds[1:]:
+        stage, start, name = f"annotate/{seed}", time.time(), f"draw{seed}"
+        if stage not in progress:
+            annotate_stage(task, policy, tokenizer, {"train": annotated}, preset["samples_per_prompt"], seed, out,
+                           only=("train",), name=name)
+            progress.finish(stage, {}, start)
+        path = os.path.join(out, f"{name}_train.jsonl")
+        records = checked(read_jsonl, path, check=None)
+        _, items[seed], alignment = encode_records(tokenizer, records, policy.config.block_size)
+        check_skipped(alignment, path)
+        if len(items[seed]) < preset["batch_size"]:
+            raise ValueError(f"{path}: {len(items[seed])} usable records, fewer than a batch")
+    return items
 
 
 def reward_stage_names(preset, name, seeds):
@@ -179,11 +206,13 @@ def reward_stage_names(preset, name, seeds):
     return {seed: f"reward/{name}{chosen_tag(preset, name)}" + ("" if seed == seeds[0] else f"/{seed}") for seed in seeds}
 
 
-def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out, progress, names=tuple(REWARD_MODELS)):
+def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out, progress, names=tuple(REWARD_MODELS),
+                 draws=None):
     """Train (or, when resuming, load) and evaluate the reward models `names` (of REWARD_MODELS) on
     the annotated records ({split: records}) and their encodings ({split: items}), each starting from
     a copy of `trunk` with a zero-initialised head, once per seed of `seeds` (--seed, --seed+1, ...:
-    the seed sets only the minibatch order, the same for every kind, so a seed is a pair). Seed s's
+    the seed sets the minibatch order, the same for every kind, so a seed is a pair; draws {seed:
+    training items} (draw_stage) gives a seed its own annotations in place of encoded["train"]). Seed s's
     models are saved as reward_{name}.pt (the first seed) or reward_{name}_seed{s}.pt; ppo_stage's
     runs read them in turn. Each is evaluated on test (reported) and on validation (for comparing
     settings, e.g. --reward-start, without reading test).
@@ -198,7 +227,8 @@ def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out,
             if stage not in progress or not os.path.exists(path):  # runs before this saved only the first seed's
                 start = time.time()
                 model = RewardModel(copy.deepcopy(trunk), kind, cot, shaping).to(device)
-                losses = train_reward_model(model, tokenizer, encoded["train"], steps, preset["batch_size"], lr,
+                train = (draws or {}).get(seed, encoded["train"])
+                losses = train_reward_model(model, tokenizer, train, steps, preset["batch_size"], lr,
                                             device, seed, desc=f"reward model ({name}, seed {seed})")
                 save_checkpoint(path, model, tokenizer, steps, kind=kind, cot=cot)
                 metrics = reward_metrics(model, tokenizer, records["test"], encoded["test"])
@@ -230,7 +260,7 @@ def run(args):
     os.makedirs(args.out, exist_ok=True)
     progress = Progress(args.out, {"task": task.NAME, "preset": args.preset, "seed": args.seed,
                                    "annotations": args.annotations, "reward_start": args.reward_start,
-                                   "praise": praise},
+                                   "praise": praise, "own_annotations": args.own_annotations},
                         args.resume)
     results = {"task": task.NAME, "preset": args.preset, "seed": args.seed, "device": device,
                "reward_start": args.reward_start, "praise": praise}
@@ -281,8 +311,11 @@ def run(args):
                           progress, name="reference_trunk", start_from=base)
         results["reference_trunk"] = progress["reference_trunk"]
     reward_seeds = [args.seed + k for k in range(args.reward_seeds)]
+    draws = checked(draw_stage, task, model, tokenizer, demonstrations[:preset["annotated"]], preset, reward_seeds,
+                    args.out, progress) if args.own_annotations else {}
     results["reward_model"], reward_models = reward_stage(trunk, tokenizer, records, encoded, preset, device,
-                                                          reward_seeds, args.out, progress)
+                                                          reward_seeds, args.out, progress, draws=draws)
+    results["own_annotations"] = args.own_annotations
     first = reward_models[reward_seeds[0]]
     results["alignment"] = {"unaligned_rate": sum(a["unaligned"] for a in alignment.values()) / max(1, spans),
                             **alignment}
@@ -296,7 +329,7 @@ def run(args):
     if args.advantage == "grpo":  # the optimiser study: GRPO's runs on the same SFT policy and reward models
         grpo = {**preset, "ppo": {**preset["ppo"], "advantage": "grpo", "per": args.per}}
         methods, history, grid = ppo_stage(task, model, tokenizer, splits, reward_models, results["sft"], grpo, seeds,
-                                           args.compile, args.out, progress, encoded["train"])
+                                           args.compile, args.out, progress, {reward_seeds[0]: encoded["train"], **draws})
         name = "results_grpo.json" if args.per == "token" else "results_grpo_sum.json"
         atomic_save(json.dumps({**results, "advantage": "grpo", "per": args.per, "methods": methods,
                                 "ppo_history": history, "group_grid": grid}, indent=2), path(name))
@@ -305,7 +338,7 @@ def run(args):
         return results
     results["methods"], results["ppo_history"], results["lambda_grid"] = ppo_stage(
         task, model, tokenizer, splits, reward_models, results["sft"], preset, seeds, args.compile, args.out, progress,
-        encoded["train"])
+        {reward_seeds[0]: encoded["train"], **draws})
 
     start = time.time()
     if "showcase" not in progress:
@@ -315,7 +348,7 @@ def run(args):
                                                           first["cot"])}, start)
     results.update(progress["showcase"])
     stages = {"data": ["data"], "pretrain": ["base"] if base else [], "sft": ["sft"], "evaluate": ["evaluate"],
-              "annotate": ["annotate"],
+              "annotate": ["annotate"] + [f"annotate/{seed}" for seed in draws],
               "reference_trunk": ["reference_trunk"] if "reference_trunk" in progress else [],
               "reward_models": [stage for name in REWARD_MODELS
                                 for stage in reward_stage_names(preset, name, reward_seeds).values()],
@@ -354,6 +387,10 @@ def main(argv=None):
     parser.add_argument("--reward-seeds", type=int, default=1, help="train the reward models with this many seeds; "
                         "the j-th PPO seed reads the (j mod R)-th, so the paired intervals include the reward models' "
                         "variation (default 1)")
+    parser.add_argument("--own-annotations", action="store_true", help="each reward-model seed after the first "
+                        "trains on a draw of its own (the SFT policy's answers to the annotated prompts sampled "
+                        "afresh, annotated by the critic), so that the reward models vary as annotation does, not "
+                        "only in minibatch order (default off: every seed reads the first draw)")
     parser.add_argument("--praise", choices=["token", "phrase"], help="how PPO pays praise: +1 on every praised "
                         "token (the paper) or +1 once per distinct praised phrase; default: the task's, chosen on "
                         "validation (PRAISE)")

@@ -8,7 +8,9 @@ further (a second SFT stage, the same fit) on turns
     <|bos|> prompt <|response|> answer <|critique|> critique <|response|> revision <|eos|>
 
 built from the run's annotated training records: the SFT policy's own sampled answer, the critic's
-critique of it, and the task's reference as the revision. The loss falls on the revision and its
+critique of it, and the task's reference as the revision (a ceiling: no RL arm sees a reference). With
+--target best the revision is instead the best of the policy's own answers to that prompt by the
+critic (best_of_own_turns): like for like, on the critic calls Text2Grad's reward model was trained on. The loss falls on the revision and its
 EOS only. At inference it answers, reads a critique of that answer and answers again: the critique
 reaches it through the prompt, every time, and never through its weights. Rows, greedy, on the
 run's test split (the same prompts as every other row):
@@ -25,8 +27,9 @@ run's test split (the same prompts as every other row):
 Each row's cost per answer: model calls (policy passes and reward-model passes) and tokens
 generated. The revising stage's steps are chosen on validation (revise_critic_1, the first seed);
 the test split is read once, at the end. Revising seed j is paired with PPO seed j and reads its
-reward-model seed: the seeds share nothing else, so the pairing removes no variance, but the runs
-that share a reward model are grouped as everywhere (experiments/summary.py). Writes DIR/revise.json; the run's own files are not changed.
+reward-model seed (and, with --target best, that seed's annotation draw): the runs that share a
+reward model are grouped as everywhere (experiments/summary.py). Writes DIR/revise.json (or
+revise_best.json); the run's own files are not changed.
 """
 import argparse
 import json
@@ -37,7 +40,8 @@ import torch
 import torch.nn.functional as F
 
 from data import experiment_splits
-from data.annotations import read_annotations
+from align import align
+from data.annotations import read_annotations, read_jsonl
 from experiments import stats
 from experiments.run_folder import read_json, read_run
 from experiments.runstate import atomic_save, checked, fail, pick_device
@@ -78,6 +82,33 @@ def revision_turns(task, tokenizer, records, examples):
     by_prompt = {e.prompt: e for e in examples}
     return [(r["prompt"], tokenizer.encode(r["response"]), r["textual_feedback"], by_prompt[r["prompt"]].reference)
             for r in records if r["prompt"] in by_prompt]
+
+
+def best_of_own_turns(tokenizer, records):
+    """The like-for-like data: the annotated records (the SFT policy's own sampled answers to each
+    prompt, the critic's critique of each) grouped by prompt; every answer becomes a turn whose
+    revision is the best answer to its prompt by the critic's verdict, its summed delta (praised
+    minus blamed tokens; the first of equals). No reference is read, and the critic calls are the
+    records' own: as many as Text2Grad's reward model is trained on."""
+    by_prompt = {}
+    for r in records:
+        by_prompt.setdefault(r["prompt"], []).append(r)
+    turns = []
+    for prompt, answers in by_prompt.items():
+        ids = [tokenizer.encode(r["response"]) for r in answers]
+        verdicts = [sum(align(r["response"], tokenizer.offsets(i), r)[0]) for r, i in zip(answers, ids)]
+        best = answers[verdicts.index(max(verdicts))]["response"]
+        turns += [(prompt, i, r["textual_feedback"], best) for r, i in zip(answers, ids)]
+    return turns
+
+
+def draw_of(folder, reward_seed, first_seed):
+    """The annotated training records reward-model seed reward_seed trained on: the run's own draw
+    (protocol.draw_stage's draw{seed}_train.jsonl) or, without one, the first draw."""
+    own = os.path.join(folder, f"draw{reward_seed}_train.jsonl")
+    if reward_seed != first_seed and os.path.exists(own):
+        return checked(read_jsonl, own, check=None)
+    return checked(read_annotations, folder, check=None, splits=("train",))["train"]
 
 
 def train_reviser(model, tokenizer, turns, steps, batch_size, lr, device, seed):
@@ -148,6 +179,10 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=2, help="rounds of critique and revision (default 2)")
     parser.add_argument("--steps", type=int, nargs="+", help="the revising stage's steps to choose from on "
                         "validation (default: the run's preset's revise_steps, (150, 300, 600) at the experiment's size)")
+    parser.add_argument("--target", choices=["reference", "best"], default="reference", help="the revision the "
+                        "revising stage learns: the task's reference (default; a ceiling: no RL arm sees it), or "
+                        "the best by the critic of the policy's own answers to the prompt in the annotated records "
+                        "seed j's reward model read (like for like: the same critic calls; revise_best.json)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if (args.seeds is not None and args.seeds < 1) or args.rounds < 1 or min(args.steps or [1]) < 1:
@@ -162,20 +197,27 @@ def main(argv=None):
     seeds = len(t2g["scores"]) if args.seeds is None else args.seeds
     if len(t2g["scores"]) < seeds:
         fail(f"--seeds {seeds}: the run has {len(t2g['scores'])} PPO seeds to pair with")
-    records = checked(read_annotations, args.out, check=None, splits=("train",))["train"]
-    turns = revision_turns(task, tokenizer, records, experiment_splits(task, preset, run.seed)[1])
-    if not turns:
-        fail(f"{args.out}: no annotated training record matches a demonstration's prompt")
+    demonstrations = experiment_splits(task, preset, run.seed)[1]
 
-    def reviser(steps, seed):
+    def turns_of(j):
+        """Revising seed j's turns: from the records reward-model seed j read (its own draw, if any)."""
+        records = draw_of(args.out, t2g["reward_seeds"][j], run.seed)
+        turns = revision_turns(task, tokenizer, records, demonstrations) if args.target == "reference" else \
+            best_of_own_turns(tokenizer, records)
+        if not turns:
+            fail(f"{args.out}: no annotated training record matches a demonstration's prompt")
+        return turns, len(records)
+
+    def reviser(steps, j):
         model = load_checkpoint(os.path.join(args.out, "sft.pt"), device, tokenizer)[0]
-        train_reviser(model, tokenizer, turns, steps, preset["batch_size"], preset["lr"], device, seed)
+        train_reviser(model, tokenizer, turns_of(j)[0], steps, preset["batch_size"], preset["lr"], device,
+                      run.seed + j)
         return model
 
     # the revising stage's steps, chosen on validation after one round with the critic (the first seed)
     validation, chosen, steps, best = run.splits["validation"], {}, None, None
     for s in dict.fromkeys(args.steps):  # each once, in the order given
-        model = reviser(s, run.seed)
+        model = reviser(s, 0)
         first, _ = answer(model, tokenizer, [tokenizer.prompt(e.prompt) for e in validation])
         rows = checked(revise_rows, task, model, tokenizer, validation, first, 1, None, sources=("critic",))
         chosen[s] = sum(rows["revise_critic_1"]["scores"]) / len(validation)
@@ -184,9 +226,9 @@ def main(argv=None):
         print(f"[{task.NAME}] revising stage, {s} steps: validation {task.PRIMARY} after one round with "
               f"the critic's critique {chosen[s]:.3f}")
 
-    test, out = run.splits["test"], {"steps": steps, "validation": chosen, "seeds": []}
+    test, out = run.splits["test"], {"target": args.target, "steps": steps, "validation": chosen, "seeds": []}
     for j in range(seeds):
-        model, reward_seed = (best if j == 0 else reviser(steps, run.seed + j)), t2g["reward_seeds"][j]
+        model, reward_seed = (best if j == 0 else reviser(steps, j)), t2g["reward_seeds"][j]
         reward_model = load_checkpoint(os.path.join(args.out, "reward_cot.pt" if reward_seed == run.seed else
                                                     f"reward_cot_seed{reward_seed}.pt"), device, tokenizer)[0]
         first, generated = answer(model, tokenizer, [tokenizer.prompt(e.prompt) for e in test])
@@ -199,13 +241,15 @@ def main(argv=None):
             rows["text2grad_first_seed"] = with_cost(score(task, tokenizer, test, once), generated, {})
             rows.update({name: with_cost(row["scores"], generated, row) for name, row in checked(
                 revise_rows, task, model, tokenizer, test, once, 1, reward_model, "text2grad_revised").items()})
-        out["seeds"].append({"seed": run.seed + j, "reward_seed": reward_seed, "rows": rows})
+        out["seeds"].append({"seed": run.seed + j, "reward_seed": reward_seed, "critic_calls": turns_of(j)[1],
+                             "rows": rows})
     out["sft"], out["text2grad"] = results["sft"]["test"][task.PRIMARY], {
         "scores": t2g["scores"][:seeds], "reward_seeds": t2g["reward_seeds"][:seeds],
         "tokens": sum(t["length"] + 1 for t in t2g["tests"][:seeds]) / seeds}  # test, one pass, its EOS counted
-    atomic_save(json.dumps(out, indent=2), os.path.join(args.out, "revise.json"))
+    name = "revise.json" if args.target == "reference" else "revise_best.json"
+    atomic_save(json.dumps(out, indent=2), os.path.join(args.out, name))
     print_table(task, out)
-    print(f"-> {os.path.join(args.out, 'revise.json')}")
+    print(f"-> {os.path.join(args.out, name)}")
 
 
 def with_cost(scores, generated, row):
