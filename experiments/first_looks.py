@@ -28,36 +28,16 @@ import io
 import json
 import math
 import os
-import platform
-import subprocess
 import sys
 import time
 
 import landing
-from experiments.runstate import atomic_save, checked, fail, pick_device
+from experiments import records
+from experiments.runstate import atomic_save, checked, commit, fail, machine, pick_device
 from experiments.stats import mean_ci95
 from text2grad import CONTRASTS, LAMBDAS, METHODS, first_look_config, run
 
 PLACEMENT = {name: CONTRASTS[name] for name in ("placement, learned", "placement, critic")}
-
-
-def machine():
-    """The CPU's model name (or the platform's) and the number of threads torch uses."""
-    import torch
-    name = platform.processor() or platform.machine()
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo") as f:
-            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")),
-                        name)
-    return f"{name}, {torch.get_num_threads()} threads"
-
-
-def commit():
-    """The commit the code ran at ("+changes" if the tree differed from it)."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                           text=True).stdout.strip()
-    return (head or "unknown") + ("+changes" if dirty else "")
 
 
 def one_seed(seed, out, device, lam=None, **fields):
@@ -235,8 +215,9 @@ def main(argv=None):
     summary(others, "confirmed on" if chosen else "the first look over seeds")
     if args.record:
         seeds, found = summary(records, "all seeds")
-        record = {"command": "python -m experiments.first_looks " + " ".join(sys.argv[1:] if argv is None else argv),
-                  "task": args.task, "hold": landing.HOLD, "commits": sorted({r["commit"] for r in records}),
+        record = {"kind": "first_look",
+                  "command": "python -m experiments.first_looks " + " ".join(sys.argv[1:] if argv is None else argv),
+                  "task": args.task, "confirm": sorted(args.confirm), "hold": landing.HOLD, "commits": sorted({r["commit"] for r in records}),
                   "machines": sorted({r["machine"] for r in records}),
                   "config": dataclasses.asdict(first_look_config(**records[0]["fields"])), "seconds": {r["seed"]: round(r["seconds"]) for r in records},
                   "seeds": {r["seed"]: s for r, s in zip(records, seeds)},
@@ -245,8 +226,8 @@ def main(argv=None):
                               "confirmed on": finding([s for r, s in zip(records, seeds)
                                                        if r["seed"] not in args.confirm]),
                               "all": found}}
-        atomic_save(json.dumps(record, indent=1), args.record)
-        print(f"written: {args.record}")
+        checked(records.write, args.record, record)
+        print(f"written: {args.record}; its table: python -m experiments.report --from {args.record}")
 
 
 if __name__ == "__main__":

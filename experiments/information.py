@@ -39,8 +39,9 @@ import text2grad
 from align import find_span
 from data import experiment_splits, get_task
 from data.tokenizer import Tokenizer, training_texts
+from experiments import records
 from experiments.first_looks import mean_sd, one_seed
-from experiments.runstate import atomic_save, pick_device
+from experiments.runstate import atomic_save, checked, pick_device
 from experiments.stats import mean_ci95, sign_test
 from model import generate
 from sft import MAX_NEW_TOKENS, evaluate, response_ids, train_sft
@@ -155,11 +156,10 @@ def deleted(policy, task, tokenizer, prompts, config, lr, steps):
 ROWS = {"expert_iteration": expert_iteration, "deleted": deleted}
 
 
-def report(records, task_name):
-    """Each row's test score over the seeds (mean, 95% t-interval half-width, sd), what its answers
-    hold (gold(), means) and what it was given; then the paired differences over the seeds (one
-    seed's data, test split and first-look SFT policy pair the rows)."""
-    task = get_task(task_name)
+def given_rows(records, task_name):
+    """{row: ([test score per seed], [gold() per seed], what it was given)} from the seeds' records
+    (one_seed_rows), in the table's order: each method from the flawed SFT policy and from the
+    references, then the rows without RL."""
     config = text2grad.first_look_config(**records[0]["first_look"]["fields"])
     annotations = config.annotated * config.samples_per_prompt
     rollouts = (config.updates + 1) * config.ppo_batch_size  # and the value head's warm-up batch
@@ -180,6 +180,14 @@ def report(records, task_name):
             given += f", kept {min(c['kept'] for c in costs)}-{max(c['kept'] for c in costs)}"
         rows[f"demonstrations: {row}"] = ([r[row]["test"][0] for r in records],
                                           [r[row]["test"][2] for r in records], given)
+    return rows
+
+
+def report(records, task_name):
+    """Each row's test score over the seeds (mean, 95% t-interval half-width, sd), what its answers
+    hold (gold(), means) and what it was given; then the paired differences over the seeds (one
+    seed's data, test split and first-look SFT policy pair the rows)."""
+    task, rows = get_task(task_name), given_rows(records, task_name)
     measured = records[0]["expert_iteration"]["test"][2]
     keys = [k for k in ("passed", "name", "amount", "plan", "tokens") if k in measured]
     seeds = ", ".join(str(r["first_look"]["seed"]) for r in records)
@@ -352,6 +360,8 @@ def main(argv=None):
     parser.add_argument("--out", default="runs/information", help="where the records go")
     parser.add_argument("--task", default="facts", choices=text2grad.TASKS, help="the task")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, mps, ...")
+    parser.add_argument("--record", default="", help="write the seeds' numbers here (results/NAME.json), "
+                        "which python -m experiments.report --from reads")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     device = pick_device(args.device)
     os.makedirs(args.out, exist_ok=True)
@@ -363,12 +373,20 @@ def main(argv=None):
     except ValueError as error:
         parser.error(str(error))
     print(f"chosen on validation at seed {args.probe}: {chosen}", flush=True)
-    records = []
+    done = []
     for seed in args.seeds:
-        records.append(one_seed_rows(seed, args.out, args.task, device, chosen))
+        done.append(one_seed_rows(seed, args.out, args.task, device, chosen))
         print(f"seed {seed} done", flush=True)
-    if records:
-        report(records, args.task)
+    if done:
+        report(done, args.task)
+    if args.record:
+        record = {"kind": "information", "task": args.task,
+                  "command": "python -m experiments.information " + " ".join(sys.argv[1:] if argv is None else argv),
+                  "probe": {"seed": args.probe, "chosen": chosen},
+                  "commits": sorted({r["first_look"]["commit"] for r in done}),
+                  "machines": sorted({r["first_look"]["machine"] for r in done}), "seeds": done}
+        checked(records.write, args.record, record)
+        print(f"written: {args.record}; its table: python -m experiments.report --from {args.record}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import argparse
 import copy
 import json
 import os
+import sys
 import time
 from dataclasses import replace
 
@@ -26,8 +27,8 @@ from data.tokenizer import Tokenizer, training_texts
 from experiments.checkpoint import load_checkpoint, save_checkpoint
 from experiments.measures import evaluate_policy, flaw_rates, mean_metrics, reward_metrics
 from experiments.ppo_runs import chosen_tag, configs, ppo_stage, reward_settings
-from experiments.runstate import (Progress, add_run_flags, atomic_save, check_run_flags, checked, fail, pick_device,
-                                  run_to_the_end)
+from experiments.runstate import (Progress, add_run_flags, atomic_save, check_run_flags, checked, fail, machine,
+                                  pick_device, run_to_the_end)
 from experiments import revise
 from experiments.presets import PRESETS  # noqa: F401  (protocol.PRESETS, as the lab reads it)
 from experiments.showcase import showcase
@@ -355,6 +356,7 @@ def run(args):
               "ppo": [stage for stage in progress.done if stage.startswith(("ppo/", "test/"))],
               "showcase": ["showcase"]}
     results["wall_time_s"] = {key: sum(progress.time(s) for s in names) for key, names in stages.items()}
+    results.update(command=args.command, commits=progress.commits(), machine=machine())
     atomic_save(json.dumps(results, indent=2), path("results.json"))
     print(f"[{task.NAME}] total {sum(results['wall_time_s'].values()):.0f}s -> {path('results.json')}")
     return results
@@ -420,7 +422,8 @@ def main(argv=None):
     for folder in folders.values():  # every task's annotation files, checked before any work
         checked(read_annotations, folder)
     for name in tasks:
-        per_task = {"task": name, "out": os.path.join(args.out, name), "annotations": folders.get(name)}
+        per_task = {"task": name, "out": os.path.join(args.out, name), "annotations": folders.get(name),
+                    "command": "python -m experiments.protocol " + " ".join(sys.argv[1:] if argv is None else argv)}
         run_to_the_end(lambda: run(argparse.Namespace(**{**vars(args), **per_task})), args.out)
     if args.revise:  # the prompt-only baseline, once every run is finished
         for name in tasks:

@@ -1,6 +1,8 @@
 """report.py: what a run did, summarised in the terminal and on one self-contained HTML page.
 
     python -m experiments.report --out runs             # after python -m experiments.protocol; no training
+    python -m experiments.report --out runs/code --record results/NAME.json   # and keep its numbers
+    python -m experiments.report --from results/NAME.json                     # a record's RESULTS tables
 
 For each results.json in --out (or its sub-folders, one per task of a --task all run) it writes
 summary.json beside it (summary.py: intervals over seeds, paired differences, convergence, credit
@@ -35,7 +37,7 @@ import os
 from html import escape
 
 from data import get_task
-from experiments import stats, terminal
+from experiments import records, stats, terminal
 from experiments.figures import COLOURS, LABELS, curves_svg, overopt_svg, sft_curve_series, thresholds_svg
 from experiments.page import CSS, curves, delta_tokens, legend, num, percentile, row, swatch, table, tokens
 from experiments.run_folder import read_json
@@ -401,6 +403,20 @@ def write_report(folder):
     return summaries
 
 
+def write_record(folder, path):
+    """The record (experiments.records) of the one finished run in folder, at path."""
+    found = find_results(folder)
+    if len(found) != 1 or found[0][1].get("kind") == "sweep":
+        raise ValueError(f"--record writes one run's record: {folder} holds {len(found)} runs; name one task's folder")
+    where, results = found[0]
+    beside = {name: read_json(os.path.join(where, f"{name}.json")) if os.path.exists(os.path.join(where, f"{name}.json"))
+              else None for name in ("revise", "revise_best")}
+    record = records.compact(results, **beside)
+    records.write(path, {**record, "command": results.get("command"), "commits": results.get("commits"),
+                         "machine": results.get("machine"), "folder": where})
+    print(f"record -> {path}; its tables: python -m experiments.report --from {path}")
+
+
 def main(argv=None):
     """python -m experiments.report --out DIR: summarise DIR's results.json, print it, draw report.html."""
     parser = argparse.ArgumentParser(prog="python -m experiments.report", description=(
@@ -409,9 +425,24 @@ def main(argv=None):
         "when python -m experiments.credit_landing has run), the tables in the terminal, and report.html. "
         "No training."))
     parser.add_argument("--out", default="runs", help="the run's output directory (default: runs)")
+    parser.add_argument("--record", metavar="PATH", help="then write the run's record there (results/NAME.json: "
+                        "results.json without its showcase, with revise.json and revise_best.json beside it)")
+    parser.add_argument("--from", dest="source", metavar="RECORD", help="print the RESULTS tables of a record "
+                        "(results/NAME.json) and stop: no run folder, no model, no training")
     args = parser.parse_args(argv)
+    if args.source:
+        try:
+            for title, lines in records.tables(records.read(args.source)):
+                print(f"\n{title}\n\n" + "\n".join(lines))
+        except ValueError as error:
+            fail(str(error))
+        except (KeyError, TypeError, IndexError) as error:
+            fail(f"{args.source} lacks what its tables need ({type(error).__name__}: {error})")
+        return
     try:
         write_report(args.out)
+        if args.record:
+            write_record(args.out, args.record)
     except ValueError as error:
         fail(str(error))
     except (KeyError, TypeError, AttributeError, IndexError) as error:

@@ -18,7 +18,9 @@ handed from one stage to the next is a checkpoint (experiments/checkpoint.py).
 import argparse
 import json
 import os
+import platform
 import signal
+import subprocess
 import sys
 import time
 
@@ -63,6 +65,30 @@ def atomic_save(obj, path):
 
 
 # ---------------------------------------------------------------------------------------------
+# Where a number came from
+
+def machine():
+    """The CPU's model name (or the platform's) and the number of threads torch uses."""
+    import torch
+    name = platform.processor() or platform.machine()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")),
+                        name)
+    return f"{name}, {torch.get_num_threads()} threads"
+
+
+def commit():
+    """The commit the code runs at ("+changes" if the tracked files differ from it)."""
+    run = lambda *args: subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
+    try:
+        head, dirty = run("rev-parse", "--short", "HEAD"), run("status", "--porcelain", "--untracked-files=no")
+    except OSError:  # no git on this machine
+        return "unknown"
+    return (head or "unknown") + ("+changes" if dirty else "")
+
+
+# ---------------------------------------------------------------------------------------------
 # The stages a run has finished
 
 class Progress:
@@ -101,6 +127,11 @@ class Progress:
     def time(self, stage):
         return self.done[stage]["time_s"]
 
+    def commits(self):
+        """The commits the finished stages ran at (records.commit); "unrecorded" for a stage finished
+        before stages kept theirs."""
+        return sorted({entry.get("commit", "unrecorded") for entry in self.done.values()})
+
     def made_of(self, stage, of):
         """Whether a finished stage was computed from `of` (a stage finished before this was recorded counts)."""
         return self.done[stage].get("of", of) == of
@@ -108,7 +139,8 @@ class Progress:
     def finish(self, stage, value, start, of=None):
         """Mark stage done with its value; of: what it was computed from (the test of a chosen lambda
         or group), so a resume whose choice has changed can tell the value is stale (made_of)."""
-        self.done[stage] = {"value": value, "time_s": time.time() - start, **({"of": of} if of is not None else {})}
+        self.done[stage] = {"value": value, "time_s": time.time() - start, "commit": commit(),
+                            **({"of": of} if of is not None else {})}
         atomic_save(json.dumps({"identity": self.identity, "done": self.done}), self.path)
 
 

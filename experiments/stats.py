@@ -51,7 +51,44 @@ def paired_difference(a, b, groups=None):
         units = [sum(ds) / len(ds) for ds in members.values()]
     mean, half = mean_ci95(units)  # with unequal groups, the mean of the group means
     verdict = "tie" if len(units) < 2 or abs(mean) <= half else ("higher" if mean > 0 else "lower")
-    return {"mean": mean, "ci95": half, "per_seed": differences, "units": len(units), "verdict": verdict}
+    return {"mean": mean, "ci95": half, "per_seed": differences, "units": len(units), "verdict": verdict,
+            "p": t_test(units)}
+
+
+def t_test(values):
+    """The two-sided p-value of Student's one-sample t-test of mean 0 over values (the paired
+    differences' units); None with fewer than two values."""
+    n = len(values)
+    if n < 2:
+        return None
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    if sd == 0:
+        return 1.0 if mean == 0 else 0.0
+    return t_p_value(mean / (sd / math.sqrt(n)), n - 1)
+
+
+def t_p_value(t, df, steps=4000):
+    """P(|T| >= |t|) for Student's t with df degrees of freedom: 1 - 2 * integral from 0 to |t| of
+    its density, f(x) = Gamma((df+1)/2) / (sqrt(df pi) Gamma(df/2)) (1 + x^2/df)^(-(df+1)/2), by
+    Simpson's rule on `steps` intervals (about 1e-7 accurate for the t of a few seeds)."""
+    scale = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+    f = lambda x: scale * (1 + x * x / df) ** (-(df + 1) / 2)
+    h = abs(t) / steps
+    inner = sum((4 if k % 2 else 2) * f(k * h) for k in range(1, steps))
+    area = h / 3 * (f(0) + inner + f(abs(t)))
+    return min(1.0, max(0.0, 1 - 2 * area))
+
+
+def holm(p_values):
+    """Holm's step-down adjustment of a family of p-values, in their order: the k-th smallest (from
+    k = 0) times (m - k), never below the adjusted value before it, at most 1. A contrast whose
+    adjusted p is below alpha is a finding at family-wise error alpha."""
+    m, adjusted, running = len(p_values), [None] * len(p_values), 0.0
+    for k, i in enumerate(sorted(range(m), key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (m - k) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
 
 
 def difference_text(d):

@@ -143,7 +143,7 @@ def test_rebuild_from_results_json(tmp_path, capsys):
     assert written["methods"]["text2grad"]["score"] == pytest.approx(0.7)
     assert written["methods"]["text2grad"]["ci95"] == pytest.approx(12.706 * 0.01)
     assert written["paired"]["text2grad - ppo_scalar"] == {"mean": 0.0, "ci95": 0.0, "per_seed": [0.0, 0.0], "units": 2,
-                                                           "verdict": "tie"}
+                                                           "verdict": "tie", "p": 1.0}
     assert "credit_landing" not in written and "credit landing: not measured" in capsys.readouterr().out
 
 

@@ -94,3 +94,31 @@ def test_sign_test_against_the_binomial_by_hand():
     assert stats.sign_test(8, 0) == pytest.approx(2 / 256) and stats.sign_test(0, 8) == pytest.approx(2 / 256)
     assert stats.sign_test(7, 1) == pytest.approx(18 / 256)
     assert stats.sign_test(4, 4) == 1.0 and stats.sign_test(0, 0) == 1.0
+
+
+def test_t_p_value_against_closed_forms_and_the_table():
+    # one degree of freedom is the Cauchy distribution: P(|T| >= t) = 1 - 2 atan(t) / pi
+    for t in (0.5, 1.0, 3.0):
+        assert stats.t_p_value(t, 1) == pytest.approx(1 - 2 * math.atan(t) / math.pi, abs=1e-6)
+    # two: P(|T| >= t) = 1 - t / sqrt(t^2 + 2)
+    for t in (0.3, 1.0, 4.0):
+        assert stats.t_p_value(-t, 2) == pytest.approx(1 - t / math.sqrt(t * t + 2), abs=1e-6)
+    # the 95% quantiles of the table give p = 0.05 (they are rounded to 3 decimals)
+    for df in (3, 5, 8, 20):
+        assert stats.t_p_value(stats.T95[df], df) == pytest.approx(0.05, abs=2e-4)
+    assert stats.t_p_value(0.0, 4) == pytest.approx(1.0)
+
+
+def test_t_test_and_the_paired_p():
+    # differences 1, 2, 3: mean 2, sd 1, t = 2 sqrt(3) on 2 degrees of freedom
+    t = 2 * math.sqrt(3)
+    assert stats.t_test([1, 2, 3]) == pytest.approx(1 - t / math.sqrt(t * t + 2), abs=1e-6)
+    assert stats.paired_difference([1, 2, 3], [0, 0, 0])["p"] == pytest.approx(stats.t_test([1, 2, 3]))
+    assert stats.t_test([0.5, 0.5]) == 0.0 and stats.t_test([0.0, 0.0]) == 1.0 and stats.t_test([1.0]) is None
+
+
+def test_holm_hand_worked():
+    # sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1: 0.02, 0.03, 0.06, 0.04 -> kept monotone: 0.06
+    assert stats.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert stats.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert stats.holm([]) == []

@@ -1,0 +1,135 @@
+"""The records under results/: every table a committed record rebuilds is the one RESULTS.md shows
+(read out of RESULTS.md itself), the folder stays small, a record's contrasts and Holm adjustment
+against hand-worked numbers, and bad input ends in one line."""
+import glob
+import json
+import math
+import os
+import re
+
+import pytest
+
+from experiments import records, report
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def normalised(line):
+    """A markdown table line as compared: bold marks dropped, each cell's spaces collapsed."""
+    cells = line.strip().strip("|").split("|")
+    return "|".join(re.sub(r"\s+", " ", cell.replace("**", "")).strip() for cell in cells)
+
+
+def tables_printed(text):
+    """The markdown tables in printed text, each a list of its lines."""
+    out, current = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            current.append(line)
+        elif current:
+            out.append(current)
+            current = []
+    return out
+
+
+def found_in(table, lines):
+    """Whether the table's lines stand, in order and contiguous, among lines (both normalised)."""
+    table, lines = [normalised(t) for t in table], [normalised(t) for t in lines]
+    return any(lines[i:i + len(table)] == table for i, line in enumerate(lines) if line == table[0])
+
+
+RECORDS = sorted(glob.glob(os.path.join(ROOT, "results", "*.json")))
+
+
+def test_there_is_a_committed_record():
+    assert RECORDS, "results/ holds no record"
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=os.path.basename)
+def test_results_md_shows_the_tables_its_records_rebuild(path, capsys):
+    report.main(["--from", path])
+    rebuilt = tables_printed(capsys.readouterr().out)
+    assert rebuilt, f"{path} rebuilt no table"
+    with open(os.path.join(ROOT, "RESULTS.md"), encoding="utf-8") as f:
+        shown = [line for line in f.read().splitlines() if line.startswith("|")]
+    for table in rebuilt:
+        assert found_in(table, shown), (f"RESULTS.md does not show the table {path} rebuilds:\n"
+                                        + "\n".join(table))
+
+
+def test_found_in_can_fail():
+    table = ["| a | b |", "| --- | --- |", "| 1 | **0.5** ± 0.1 |"]
+    assert found_in(table, ["text", "| a | b |", "| --- | --- |", "| 1 |  0.5 ± 0.1 |"])
+    assert not found_in(table, ["| a | b |", "| --- | --- |", "| 1 | 0.6 ± 0.1 |"])
+    assert not found_in(table, ["| a | b |", "| --- | --- |"])
+
+
+def test_the_results_folder_stays_under_its_limit():
+    assert sum(os.path.getsize(p) for p in glob.glob(os.path.join(ROOT, "results", "*"))) <= records.LIMIT
+
+
+def test_write_refuses_a_record_past_the_limit_and_writes_nothing(tmp_path, monkeypatch):
+    (tmp_path / "old.json").write_text("x" * 60)
+    monkeypatch.setattr(records, "LIMIT", 100)
+    with pytest.raises(ValueError, match="past"):
+        records.write(str(tmp_path / "new.json"), {"kind": "protocol", "numbers": list(range(30))})
+    assert sorted(os.listdir(tmp_path)) == ["old.json"]
+    records.write(str(tmp_path / "small.json"), {"kind": "protocol"})
+    assert json.loads((tmp_path / "small.json").read_text()) == {"kind": "protocol"}
+
+
+@pytest.mark.parametrize("content, message", [(None, "cannot read"), ("{", "not JSON"),
+                                              ('{"kind": "other"}', "not a record")])
+def test_report_from_a_bad_record_is_one_line(tmp_path, capsys, content, message):
+    path = tmp_path / "r.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SystemExit) as stop:
+        report.main(["--from", str(path)])
+    assert stop.value.code != 0
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err and "Traceback" not in err
+
+
+def protocol_record(a, b):
+    """A protocol record with three PPO seeds on three reward models: text2grad scores a, every other
+    method b; flat validation curves; the like-for-like rows equal to Text2Grad's."""
+    curve = lambda v: [[0, 0.5], [1, v]]
+    method = lambda scores: {"lambda": 0.5, "scores": scores, "curves": [curve(v) for v in scores],
+                             "tests": [{}] * 3, "reward_seeds": [7, 8, 9]}
+    methods = {name: method(a if name == "text2grad" else b) for name in
+               ("ppo_scalar", "text2grad_last", "text2grad", "oracle_scalar", "oracle")}
+    methods["sft"] = {"scores": [0.4], "curves": [[[0, 0.5]]]}
+    results = {"task": "code", "seed": 7, "preset": "default", "methods": methods,
+               "reward_model": {"cot": {"seeds": {"positive_f1": [0.9]}}}}
+    rows = lambda: {"revise_first": {"score": 0.0, "calls": 1}, "revise_critic_1": {"score": 0.0, "calls": 2}}
+    best = {"steps": 10, "text2grad": {"scores": a},
+            "seeds": [{"reward_seed": s, "critic_calls": 8, "rows": rows()} for s in (7, 8, 9)]}
+    for j, s in enumerate(best["seeds"]):
+        s["rows"]["revise_first"]["score"] = a[j] + 0.1 * (j + 1)  # differences 0.1, 0.2, 0.3
+        s["rows"]["revise_critic_1"]["score"] = a[j]
+    return records.compact(results, revise_best=best)
+
+
+def test_the_family_and_its_holm_adjustment_by_hand():
+    record = protocol_record([0.7, 0.8, 0.6], [0.6, 0.6, 0.6])
+    tables = dict(records.tables(record))
+    family = next(lines for title, lines in tables.items() if "family of 10" in title)
+    rows = {line.split(" | ")[0].strip("| "): line for line in family[2:]}
+    # Text2Grad - any other method: differences 0.1, 0.2, 0.0: mean 0.1, sd 0.1, t = sqrt(3) on 2 df
+    t = math.sqrt(3)
+    p = 1 - t / math.sqrt(t * t + 2)
+    paper = rows["Text2Grad - scalar PPO (the paper's)"].split(" | ")
+    assert paper[1].startswith(f"+0.100 ± {4.303 * 0.1 / math.sqrt(3):.3f} (3 units; 2 of 3)")
+    assert float(paper[2]) == pytest.approx(p, abs=1e-3)
+    # the first answer: differences 0.1, 0.2, 0.3: t = 0.2 / (0.1 / sqrt 3) on 2 df, the smallest p
+    t = 2 * math.sqrt(3)
+    first = 1 - t / math.sqrt(t * t + 2)
+    revise = rows["prompt-only, like for like, first answer - Text2Grad"].split(" | ")
+    assert float(revise[2]) == pytest.approx(first, abs=1e-3)
+    assert float(revise[3].strip(" |")) == pytest.approx(10 * first, abs=1e-3)  # the smallest of 10: times 10
+    # the contrasts where both sides are b are 0 on every unit: p 1, Holm 1
+    tie = rows["the critic's sum - the scalar model (last token)"].split(" | ")
+    assert tie[1].startswith("+0.000 ± 0.000") and float(tie[2]) == 1.0 and float(tie[3].strip(" |")) == 1.0
+    # each method's test interval is clustered by reward model: one run per model here
+    assert any("one run per model" in title for title in tables)
