@@ -77,3 +77,24 @@ def test_a_revised_answer_is_scored_as_any_other(tokenizer):
     # the tokens generated: the answer and its EOS, or MAX_NEW_TOKENS when it was cut without one
     assert generated == [len(i) + 1 if len(i) < MAX_NEW_TOKENS else MAX_NEW_TOKENS for i in ids]
     assert sum(revise.score(task, tok, examples, ids)) / len(examples) == pytest.approx(summary[task.PRIMARY])
+
+
+def test_like_for_like_turns_take_the_best_own_answer_by_the_critic(tokenizer):
+    t = tokenizer
+    # two answers to one prompt: "the cat sat" blames one word (delta sum -1); "the mat" praises two
+    # words (+2); one answer to another prompt, blamed: its own best, kept as its own target
+    records = [{"prompt": "p1", "response": "the cat sat", "textual_feedback": "sat is wrong",
+                "good_spans": [], "poor_spans": ["sat"]},
+               {"prompt": "p1", "response": "the mat", "textual_feedback": "good",
+                "good_spans": ["the mat"], "poor_spans": []},
+               {"prompt": "p2", "response": "a dog", "textual_feedback": "dog is wrong",
+                "good_spans": [], "poor_spans": ["dog"]}]
+    delta = lambda r: sum(revise.align(r["response"], t.offsets(t.encode(r["response"])), r)[0])
+    assert delta(records[0]) < 0 < delta(records[1])  # what the choice reads, worked by the aligner
+    turns = revise.best_of_own_turns(t, records)
+    assert [(p, t.decode(a), c, target) for p, a, c, target in turns] == [
+        ("p1", "the cat sat", "sat is wrong", "the mat"), ("p1", "the mat", "good", "the mat"),
+        ("p2", "a dog", "dog is wrong", "a dog")]
+    # equal verdicts: the first answer wins
+    tied = [dict(records[1], response="the mat"), dict(records[1], response="the cat", good_spans=["the cat"])]
+    assert {target for *_, target in revise.best_of_own_turns(t, tied)} == {"the mat"}

@@ -316,6 +316,39 @@ def test_reward_grid_chooses_each_model_on_validation_alone(run_all, tmp_path):
     assert code.returncode != 0 and "Traceback" not in code.stderr and "experiments.protocol" in code.stderr
 
 
+def test_own_annotations_give_each_reward_seed_its_draw_and_a_record(run_all, tmp_path):
+    protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--seeds", "2", "--reward-seeds", "2",
+                   "--own-annotations", "--out", str(tmp_path)])
+    folder = tmp_path / "code"
+    first = read_jsonl(str(folder / "annotations_train.jsonl"), check=None)
+    draw = read_jsonl(str(folder / "draw1_train.jsonl"), check=None)
+    # the same annotated prompts, answers sampled afresh, each annotated by the critic
+    assert [r["prompt"] for r in draw] == [r["prompt"] for r in first]
+    assert [r["response"] for r in draw] != [r["response"] for r in first]
+    task = protocol.get_task("code")
+    example = {e.prompt: e for e in protocol.experiment_splits(task, protocol.PRESETS["tiny"], 0)[1]}
+    for r in draw[:5]:
+        assert {k: r[k] for k in ("textual_feedback", "good_spans", "poor_spans")} == \
+            {k: v for k, v in task.critique(example[r["prompt"]], r["response"]).items()
+             if k in ("textual_feedback", "good_spans", "poor_spans")}
+    # reward seed 0 trained on the first draw, as without the flag: its models are the one-seed run's
+    one_seed = json.loads((run_all / "code" / "results.json").read_text())
+    results = json.loads((folder / "results.json").read_text())
+    assert results["reward_model"]["cot"]["positive_f1"] == one_seed["reward_model"]["cot"]["positive_f1"]
+    assert results["own_annotations"] and results["methods"]["text2grad"]["reward_seeds"] == [0, 1]
+    # the like-for-like prompt-only rows: as many critic calls as the draw each seed's model read
+    from experiments import revise
+    revise.main(["--out", str(folder), "--target", "best", "--device", "cpu", "--rounds", "1"])
+    best = json.loads((folder / "revise_best.json").read_text())
+    assert [s["critic_calls"] for s in best["seeds"]] == [len(first), len(draw)] and best["target"] == "best"
+    # the record keeps what the tables read, and rebuilds them with no model
+    report.main(["--out", str(folder), "--record", str(tmp_path / "r.json")])
+    record = json.loads((tmp_path / "r.json").read_text())
+    assert "showcase" not in record["results"] and record["revise_best"] == best and record["revise"] is None
+    assert record["results"]["command"].startswith("python -m experiments.protocol") and record["commits"]
+    report.main(["--from", str(tmp_path / "r.json")])
+
+
 def test_revise_runs_the_prompt_only_rows_with_their_cost(run_all, tmp_path):
     shutil.copytree(run_all / "code", tmp_path / "code")
     # the protocol's --revise stage on the finished run: every stage is loaded, then revise runs at the preset's steps
