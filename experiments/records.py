@@ -12,8 +12,9 @@ beside them, the reward models' fit, with the command, the config, the commit an
                            from the per-seed numbers alone (nothing summarised is read back)
 
 Kinds: "first_look" (experiments.first_looks --record), "information" (experiments.information
---record) and "protocol" (experiments.report --out DIR --record: results.json with the revising
-rows beside it, the showcase and per-update logs left out).
+--record), "protocol" (experiments.report --out DIR --record: results.json with the revising rows
+beside it, the showcase and per-update logs left out) and "sweep" (the same command on a K sweep's
+folder: its results.json, which holds each seed's thresholds, scores and areas).
 """
 import copy
 import json
@@ -248,4 +249,33 @@ def protocol_tables(record):
     return out
 
 
-TABLES = {"first_look": first_look_tables, "information": information_tables, "protocol": protocol_tables}
+# ---------------------------------------------------------------------------------------------
+# The K sweep (experiments.sweep)
+
+def sweep_tables(record):
+    """Per K: each method's updates to hold 90% of the gap, per seed (the budget plus one eval where
+    a seed never holds it), and its test score; the contrasts of COMPARISONS on the final test score
+    and on the area under the test curve, paired over units, each p uncorrected."""
+    from experiments.protocol import COMPARISONS
+    results, out = record["results"], []
+    for k in sorted(results["per_k"], key=int):
+        r = results["per_k"][k]
+        methods = r["methods"]
+        lines = header(["method", "updates to hold 90%, per seed", f"test after {r['updates']} updates"])
+        lines += [row([COLUMNS.get(name, name), " ".join(map(str, r["thresholds"][name]["0.9"]["per_seed"])),
+                       interval(methods[name]["scores"])]) for name in r["thresholds"]]
+        out.append((f"The K sweep at K = {k} (seed {results['seed']}; SFT "
+                    f"{r['sft']['test']['sites_right']:.3f}), test", lines))
+        lines = header(["contrast", "final test score", "p", "area under the test curve", "p"])
+        for a, b in COMPARISONS:
+            if a in methods and b in methods:
+                groups = methods[a].get("reward_seeds")
+                d, area = (stats.paired_difference(methods[a][key], methods[b][key], groups) for key in ("scores", "area"))
+                lines.append(row([CONTRASTS[(a, b)], stats.difference_text(d), f"{d['p']:.3f}",
+                                  stats.difference_text(area), f"{area['p']:.3f}"]))
+        out.append((f"The K sweep at K = {k}: paired over units, p uncorrected", lines))
+    return out
+
+
+TABLES = {"first_look": first_look_tables, "information": information_tables, "protocol": protocol_tables,
+          "sweep": sweep_tables}

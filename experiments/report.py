@@ -406,9 +406,14 @@ def write_report(folder):
 def write_record(folder, path):
     """The record (experiments.records) of the one finished run in folder, at path."""
     found = find_results(folder)
-    if len(found) != 1 or found[0][1].get("kind") == "sweep":
+    if len(found) != 1:
         raise ValueError(f"--record writes one run's record: {folder} holds {len(found)} runs; name one task's folder")
     where, results = found[0]
+    if results.get("kind") == "sweep":
+        records.write(path, {"kind": "sweep", "results": results, "folder": where, "commits": results.get("commits"),
+                             "machine": results.get("machine")})
+        print(f"record -> {path}; its tables: python -m experiments.report --from {path}")
+        return
     beside = {name: read_json(os.path.join(where, f"{name}.json")) if os.path.exists(os.path.join(where, f"{name}.json"))
               else None for name in ("revise", "revise_best")}
     record = records.compact(results, **beside)

@@ -48,7 +48,7 @@ from experiments import figures, measures, ppo_runs, protocol, stats, terminal
 from experiments.refresh import method_reward
 from experiments.report import render
 from experiments.summary import summarise_methods
-from experiments.runstate import (Progress, add_run_flags, atomic_save, check_run_flags, checked, fail,
+from experiments.runstate import (Progress, add_run_flags, atomic_save, check_run_flags, checked, fail, machine,
                                   pick_device, run_to_the_end)
 from sft import MAX_NEW_TOKENS, respond
 
@@ -372,6 +372,7 @@ def run(args):
     results["wall_time_s"] = sum(progress.time(s) for s in progress.done) + sum(
         r["time_s"] for r in results["per_k"].values())
     results["advantage"], results["per"] = args.advantage, args.per
+    results.update(commits=progress.commits(), machine=machine())
     atomic_save(json.dumps(results, indent=2), path(f"results{variant}.json"))
     atomic_save(render([results]), path(f"report{variant}.html"))
     if not variant:

@@ -5,7 +5,7 @@ import pytest
 
 import text2grad
 from data import Example, facts
-from experiments import optimisers, ppo_runs, stats, sweep
+from experiments import optimisers, ppo_runs, report, stats, sweep
 from test_report import Page
 
 
@@ -212,6 +212,13 @@ def test_the_sweep_end_to_end(tmp_path, capsys):
     assert sorted(page.curves) == sorted(list(text2grad.METHODS) * 2)  # a learning-curve chart per K
     figure = Page((out / "updates_to_90.svg").read_text(encoding="utf-8"))  # stand-alone, well formed
     assert figure.tags.count("polyline") == len(text2grad.METHODS)
+    # the sweep's record: its per-seed numbers, the tables rebuilt from them with no model
+    report.main(["--out", str(out), "--record", str(tmp_path / "sweep.json")])
+    capsys.readouterr()
+    report.main(["--from", str(tmp_path / "sweep.json")])
+    printed = capsys.readouterr().out
+    held = " ".join(map(str, results["per_k"]["2"]["thresholds"]["text2grad"]["0.9"]["per_seed"]))
+    assert f"| Text2Grad | {held} |" in printed and "The K sweep at K = 1" in printed
     # --resume with one more seed adds runs and keeps the finished ones
     sweep.main(["--preset", "tiny", "--device", "cpu", "--ks", "1", "2", "--seeds", "3", "--out", str(out), "--resume"])
     again = json.loads((out / "results.json").read_text())
