@@ -4,7 +4,8 @@
 
 What a refactoring must leave alone: every number a run records. Prints each leaf that differs or is
 in one run only (a leaf: a path of keys and list indices to a number, string or null), and exits 1
-if any differs. Wall-clock times (keys ending in time_s) and the device are not compared.
+if any differs. Wall-clock times (keys ending in time_s), the device and where the run came from
+(its command, commits and machine) are not compared.
 """
 import argparse
 import glob
@@ -12,7 +13,7 @@ import json
 import os
 import sys
 
-SKIPPED = ("time_s", "device")
+SKIPPED = ("time_s", "device", "command", "commits", "machine")
 
 
 def leaves(value, path=()):
@@ -25,7 +26,7 @@ def leaves(value, path=()):
 
 
 def compare(a, b):
-    """(differing paths, paths in a only, paths in b only), times and device aside."""
+    """(differing paths, paths in a only, paths in b only), SKIPPED aside."""
     keep = lambda path: not any(str(p).endswith(SKIPPED) for p in path)
     la, lb = ({p: v for p, v in leaves(x).items() if keep(p)} for x in (a, b))
     return ([p for p in la if p in lb and la[p] != lb[p]], [p for p in la if p not in lb],

@@ -80,7 +80,8 @@ def machine():
 
 def commit():
     """The commit the code runs at ("+changes" if the tracked files differ from it)."""
-    run = lambda *args: subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the project's, wherever it is run from
+    run = lambda *args: subprocess.run(["git", *args], capture_output=True, text=True, cwd=here).stdout.strip()
     try:
         head, dirty = run("rev-parse", "--short", "HEAD"), run("status", "--porcelain", "--untracked-files=no")
     except OSError:  # no git on this machine

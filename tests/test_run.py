@@ -179,10 +179,11 @@ RUN = [sys.executable, "-m", "experiments.protocol", "--preset", "tiny", "--devi
 
 
 def metrics(path):
-    """results.json without the wall-clock times, which differ between any two runs."""
+    """results.json without the wall-clock times, which differ between any two runs, and the command
+    that started it (its --out differs)."""
     def strip(value):
         if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k not in ("wall_time_s", "time_s")}
+            return {k: strip(v) for k, v in value.items() if k not in ("wall_time_s", "time_s", "command")}
         return [strip(v) for v in value] if isinstance(value, list) else value
     return strip(json.loads(path.read_text()))
 
