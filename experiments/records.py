@@ -159,8 +159,10 @@ CONTRASTS = {("text2grad", "ppo_scalar"): "Text2Grad - scalar PPO (the paper's)"
              ("oracle_scalar", "text2grad_last"): "the critic's sum - Text2Grad's model summed (last token)",
              ("text2grad", "oracle_scalar"): "the diagonal: Text2Grad - the critic's sum"}
 # the prompt-only rows in the family (experiments/LOG.md, fixed before the seed-102 run), like for like
+# (the critic's critique of a code answer states what the reference computes: at inference that row
+# reads more than any RL arm does)
 REVISED = {"revise_first": "prompt-only, like for like, first answer - Text2Grad",
-           "revise_critic_1": "prompt-only, like for like, after one critique - Text2Grad"}
+           "revise_critic_1": "prompt-only, like for like, after one critique by the critic - Text2Grad"}
 
 
 def compact(results, revise=None, revise_best=None):
@@ -187,6 +189,11 @@ def family(record):
             out.append((label, [s["rows"][name]["score"] for s in seeds], t2g["scores"][:len(seeds)],
                         [s["reward_seed"] for s in seeds]))
     return out
+
+
+def p_text(p):
+    """A p-value as the tables print it; "-" where there is none (fewer than two units)."""
+    return "-" if p is None else f"{p:.3f}"
 
 
 def difference_cell(d, n_favour, n):
@@ -217,9 +224,10 @@ def protocol_tables(record):
     lines = header(["contrast", "final test score", "p", "Holm"])
     for (label, a, b, _), d, q in zip(contrasts, ds, adjusted):
         lines.append(row([label, difference_cell(d, sum(x > y for x, y in zip(a, b)), len(a)),
-                          f"{d['p']:.3f}", f"{q:.3f}"]))
+                          p_text(d["p"]), p_text(q)]))
     out.append((f"{task} at seed {seed}: the family of {len(ds)} contrasts, paired over units (runs on one "
-                f"reward model averaged first); p of the t-test, Holm-adjusted over the family", lines))
+                f"reward model averaged first; in brackets the units and the seeds favouring the first); p of the "
+                f"t-test, Holm-adjusted over the family", lines))
 
     lines = header(["contrast", "mean height of the validation curve (uncorrected)"])
     for key, d in summary["area"].items():
@@ -228,7 +236,7 @@ def protocol_tables(record):
         lines.append(row([CONTRASTS[(a, b)], difference_cell(d, n_favour, len(d["per_seed"]))]))
     out.append((f"{task} at seed {seed}: how soon, paired (uncorrected)", lines))
 
-    for key, title in (("revise_best", "like for like: its best own answer by the critic"),
+    for key, title in (("revise_best", "like for like: its own answers the critic judged better"),
                        ("revise", "the reference: a ceiling with more information")):
         revise = record.get(key)
         if not revise:
@@ -241,11 +249,14 @@ def protocol_tables(record):
             values = [s["rows"][name]["score"] for s in runs]
             calls = sum(s["rows"][name]["calls"] for s in runs) / len(runs)
             d = stats.paired_difference(values, t2g["scores"][:len(values)], [s["reward_seed"] for s in runs])
-            cell = stats.difference_text(d)
+            in_family = key == "revise_best" and name in REVISED
             lines.append(row([f"`{name}`", f"{calls:.0f}", interval(values) if len(values) > 1 else
-                              f"{values[0]:.3f}", cell, "-" if d["p"] is None else f"{d['p']:.3f}"]))
+                              f"{values[0]:.3f}", stats.difference_text(d),
+                              "in the family: Holm above" if in_family else p_text(d["p"])]))
+        made = [f"{s['turns']} turns, {s['kept_as_they_are']} kept as they are" for s in seeds[:1] if "turns" in s]
         out.append((f"{task} at seed {seed}: the revising policy, trained on {title} "
-                    f"({revise['steps']} steps; {seeds[0].get('critic_calls', '?')} critic calls a seed)", lines))
+                    f"({revise['steps']} steps; seed {seeds[0]['seed']}: {seeds[0].get('critic_calls', '?')} critic "
+                    f"calls{', ' + made[0] if made else ''}); calls: model calls per test answer", lines))
     return out
 
 

@@ -9,8 +9,11 @@ further (a second SFT stage, the same fit) on turns
 
 built from the run's annotated training records: the SFT policy's own sampled answer, the critic's
 critique of it, and the task's reference as the revision (a ceiling: no RL arm sees a reference). With
---target best the revision is instead the best of the policy's own answers to that prompt by the
-critic (best_of_own_turns): like for like, on the critic calls Text2Grad's reward model was trained on. The loss falls on the revision and its
+--target best the revision is instead an answer of the policy's own judged better by the critic
+(best_of_own_turns): like for like in training, on the critic calls Text2Grad's reward model was
+trained on (its refresh adds 96 a run at the experiment's size). At inference the critic's critique
+of code states what the reference computes, so "after a critique by the critic" reads more than any
+RL arm does at test time, with either target. The loss falls on the revision and its
 EOS only. At inference it answers, reads a critique of that answer and answers again: the critique
 reaches it through the prompt, every time, and never through its weights. Rows, greedy, on the
 run's test split (the same prompts as every other row):
@@ -27,7 +30,7 @@ run's test split (the same prompts as every other row):
 Each row's cost per answer: model calls (policy passes and reward-model passes) and tokens
 generated. The revising stage's steps are chosen on validation (revise_critic_1, the first seed);
 the test split is read once, at the end. Revising seed j is paired with PPO seed j and reads its
-reward-model seed (and, with --target best, that seed's annotation draw): the runs that share a
+reward-model seed (and, from a run with --own-annotations, trains on that seed's draw): the runs that share a
 reward model are grouped as everywhere (experiments/summary.py). Writes DIR/revise.json (or
 revise_best.json); the run's own files are not changed.
 """
@@ -84,30 +87,43 @@ def revision_turns(task, tokenizer, records, examples):
             for r in records if r["prompt"] in by_prompt]
 
 
+def verdict(tokenizer, record):
+    """The critic's verdict on an annotated answer, larger better: fewer blamed phrases first, then
+    the summed delta of its tokens (praised minus blamed)."""
+    delta, _ = align(record["response"], tokenizer.offsets(tokenizer.encode(record["response"])), record)
+    return -len(record["poor_spans"]), sum(delta)
+
+
 def best_of_own_turns(tokenizer, records):
-    """The like-for-like data: the annotated records (the SFT policy's own sampled answers to each
-    prompt, the critic's critique of each) grouped by prompt; every answer becomes a turn whose
-    revision is the best answer to its prompt by the critic's verdict, its summed delta (praised
-    minus blamed tokens; the first of equals). No reference is read, and the critic calls are the
-    records' own: as many as Text2Grad's reward model is trained on."""
+    """The like-for-like data from the annotated records (the SFT policy's own sampled answers to
+    each prompt, the critic's critique of each): an answer the critic passes (nothing blamed) is its
+    own revision; a blamed answer's revision is the best answer to its prompt by the critic's verdict
+    when that is strictly better (the first of equals), and a blamed answer with none better makes
+    no turn. No reference is read, and the critic calls are the records' own: the ones Text2Grad's
+    reward model trained on."""
     by_prompt = {}
     for r in records:
         by_prompt.setdefault(r["prompt"], []).append(r)
     turns = []
     for prompt, answers in by_prompt.items():
-        ids = [tokenizer.encode(r["response"]) for r in answers]
-        verdicts = [sum(align(r["response"], tokenizer.offsets(i), r)[0]) for r, i in zip(answers, ids)]
-        best = answers[verdicts.index(max(verdicts))]["response"]
-        turns += [(prompt, i, r["textual_feedback"], best) for r, i in zip(answers, ids)]
+        verdicts = [verdict(tokenizer, r) for r in answers]
+        best = max(range(len(answers)), key=lambda j: (verdicts[j], -j))  # the first of equals
+        for r, v in zip(answers, verdicts):
+            if not r["poor_spans"] or verdicts[best] > v:
+                target = r if not r["poor_spans"] else answers[best]
+                turns.append((prompt, tokenizer.encode(r["response"]), r["textual_feedback"], target["response"]))
     return turns
 
 
-def draw_of(folder, reward_seed, first_seed):
-    """The annotated training records reward-model seed reward_seed trained on: the run's own draw
-    (protocol.draw_stage's draw{seed}_train.jsonl) or, without one, the first draw."""
-    own = os.path.join(folder, f"draw{reward_seed}_train.jsonl")
-    if reward_seed != first_seed and os.path.exists(own):
-        return checked(read_jsonl, own, check=None)
+def draw_of(folder, reward_seed, first_seed, own):
+    """The annotated training records reward-model seed reward_seed trained on: with own (the run's
+    --own-annotations) its draw, protocol.draw_stage's draw{seed}_train.jsonl (a missing one ends the
+    command: its model read no other); else, and for the first seed, the first draw."""
+    if own and reward_seed != first_seed:
+        path = os.path.join(folder, f"draw{reward_seed}_train.jsonl")
+        if not os.path.exists(path):
+            fail(f"{path} is missing: reward-model seed {reward_seed} trained on it; resume the run to draw it again")
+        return checked(read_jsonl, path, check=None)
     return checked(read_annotations, folder, check=None, splits=("train",))["train"]
 
 
@@ -199,14 +215,19 @@ def main(argv=None):
         fail(f"--seeds {seeds}: the run has {len(t2g['scores'])} PPO seeds to pair with")
     demonstrations = experiment_splits(task, preset, run.seed)[1]
 
+    made = {}
+
     def turns_of(j):
-        """Revising seed j's turns: from the records reward-model seed j read (its own draw, if any)."""
-        records = draw_of(args.out, t2g["reward_seeds"][j], run.seed)
-        turns = revision_turns(task, tokenizer, records, demonstrations) if args.target == "reference" else \
-            best_of_own_turns(tokenizer, records)
-        if not turns:
-            fail(f"{args.out}: no annotated training record matches a demonstration's prompt")
-        return turns, len(records)
+        """Revising seed j's turns and the critic calls behind them: from the records reward-model
+        seed j read (its own draw, with --own-annotations)."""
+        if j not in made:
+            records = draw_of(args.out, t2g["reward_seeds"][j], run.seed, results.get("own_annotations"))
+            turns = revision_turns(task, tokenizer, records, demonstrations) if args.target == "reference" else \
+                best_of_own_turns(tokenizer, records)
+            if not turns:
+                fail(f"{args.out}: no revision turn from its annotated training records (--target {args.target})")
+            made[j] = turns, len(records)
+        return made[j]
 
     def reviser(steps, j):
         model = load_checkpoint(os.path.join(args.out, "sft.pt"), device, tokenizer)[0]
@@ -241,7 +262,9 @@ def main(argv=None):
             rows["text2grad_first_seed"] = with_cost(score(task, tokenizer, test, once), generated, {})
             rows.update({name: with_cost(row["scores"], generated, row) for name, row in checked(
                 revise_rows, task, model, tokenizer, test, once, 1, reward_model, "text2grad_revised").items()})
-        out["seeds"].append({"seed": run.seed + j, "reward_seed": reward_seed, "critic_calls": turns_of(j)[1],
+        turns, calls = turns_of(j)
+        out["seeds"].append({"seed": run.seed + j, "reward_seed": reward_seed, "critic_calls": calls,
+                             "turns": len(turns), "kept_as_they_are": sum(tokenizer.decode(a) == r for _, a, _, r in turns),
                              "rows": rows})
     out["sft"], out["text2grad"] = results["sft"]["test"][task.PRIMARY], {
         "scores": t2g["scores"][:seeds], "reward_seeds": t2g["reward_seeds"][:seeds],

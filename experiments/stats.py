@@ -68,24 +68,27 @@ def t_test(values):
     return t_p_value(mean / (sd / math.sqrt(n)), n - 1)
 
 
-def t_p_value(t, df, steps=4000):
-    """P(|T| >= |t|) for Student's t with df degrees of freedom: 1 - 2 * integral from 0 to |t| of
-    its density, f(x) = Gamma((df+1)/2) / (sqrt(df pi) Gamma(df/2)) (1 + x^2/df)^(-(df+1)/2), by
-    Simpson's rule on `steps` intervals (about 1e-7 accurate for the t of a few seeds)."""
-    scale = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
-    f = lambda x: scale * (1 + x * x / df) ** (-(df + 1) / 2)
-    h = abs(t) / steps
-    inner = sum((4 if k % 2 else 2) * f(k * h) for k in range(1, steps))
-    area = h / 3 * (f(0) + inner + f(abs(t)))
-    return min(1.0, max(0.0, 1 - 2 * area))
+def t_p_value(t, df, steps=2000):
+    """P(|T| >= |t|) for Student's t with df degrees of freedom. With x = sqrt(df) tan(theta) the
+    density becomes proportional to cos(theta)^(df - 1) on [0, pi/2), so
+        p = integral from atan(|t| / sqrt(df)) to pi/2 of cos^(df-1) / the same from 0,
+    both by Simpson's rule on `steps` intervals: bounded, smooth, and the tail is integrated
+    directly, so a huge t gives a tiny p, not 1 minus a rounded 1."""
+    def simpson(a, b):
+        h = (b - a) / steps
+        f = lambda x: max(0.0, math.cos(x)) ** (df - 1)
+        return h / 3 * (f(a) + f(b) + sum((4 if k % 2 else 2) * f(a + k * h) for k in range(1, steps)))
+    start = math.atan(abs(t) / math.sqrt(df))
+    return min(1.0, simpson(start, math.pi / 2) / simpson(0.0, math.pi / 2))
 
 
 def holm(p_values):
     """Holm's step-down adjustment of a family of p-values, in their order: the k-th smallest (from
     k = 0) times (m - k), never below the adjusted value before it, at most 1. A contrast whose
-    adjusted p is below alpha is a finding at family-wise error alpha."""
-    m, adjusted, running = len(p_values), [None] * len(p_values), 0.0
-    for k, i in enumerate(sorted(range(m), key=lambda i: p_values[i])):
+    adjusted p is below alpha is a finding at family-wise error alpha. A p of None (a contrast with no interval) stays None and is not counted in the family."""
+    tested = [i for i, p in enumerate(p_values) if p is not None]
+    m, adjusted, running = len(tested), [None] * len(p_values), 0.0
+    for k, i in enumerate(sorted(tested, key=lambda i: p_values[i])):
         running = max(running, min(1.0, (m - k) * p_values[i]))
         adjusted[i] = running
     return adjusted

@@ -104,7 +104,7 @@ def protocol_record(a, b):
                "reward_model": {"cot": {"seeds": {"positive_f1": [0.9]}}}}
     rows = lambda: {"revise_first": {"score": 0.0, "calls": 1}, "revise_critic_1": {"score": 0.0, "calls": 2}}
     best = {"steps": 10, "text2grad": {"scores": a},
-            "seeds": [{"reward_seed": s, "critic_calls": 8, "rows": rows()} for s in (7, 8, 9)]}
+            "seeds": [{"seed": s, "reward_seed": s, "critic_calls": 8, "rows": rows()} for s in (7, 8, 9)]}
     for j, s in enumerate(best["seeds"]):
         s["rows"]["revise_first"]["score"] = a[j] + 0.1 * (j + 1)  # differences 0.1, 0.2, 0.3
         s["rows"]["revise_critic_1"]["score"] = a[j]

@@ -79,22 +79,30 @@ def test_a_revised_answer_is_scored_as_any_other(tokenizer):
     assert sum(revise.score(task, tok, examples, ids)) / len(examples) == pytest.approx(summary[task.PRIMARY])
 
 
-def test_like_for_like_turns_take_the_best_own_answer_by_the_critic(tokenizer):
+def test_like_for_like_turns_take_a_better_own_answer_by_the_critic(tokenizer):
     t = tokenizer
-    # two answers to one prompt: "the cat sat" blames one word (delta sum -1); "the mat" praises two
-    # words (+2); one answer to another prompt, blamed: its own best, kept as its own target
+    # p1: "the cat sat" blamed (one phrase), "the mat" passed: the blamed one is revised to the
+    # passed one, the passed one kept as it is. p2: one blamed answer, nothing better: no turn.
+    # p3: two blamed answers, one phrase each; "the cat" also praised (summed delta higher): the
+    # other is revised to it, and it, blamed with nothing strictly better, makes no turn
     records = [{"prompt": "p1", "response": "the cat sat", "textual_feedback": "sat is wrong",
                 "good_spans": [], "poor_spans": ["sat"]},
                {"prompt": "p1", "response": "the mat", "textual_feedback": "good",
                 "good_spans": ["the mat"], "poor_spans": []},
                {"prompt": "p2", "response": "a dog", "textual_feedback": "dog is wrong",
-                "good_spans": [], "poor_spans": ["dog"]}]
-    delta = lambda r: sum(revise.align(r["response"], t.offsets(t.encode(r["response"])), r)[0])
-    assert delta(records[0]) < 0 < delta(records[1])  # what the choice reads, worked by the aligner
+                "good_spans": [], "poor_spans": ["dog"]},
+               {"prompt": "p3", "response": "fix the mat", "textual_feedback": "fix is wrong",
+                "good_spans": [], "poor_spans": ["fix"]},
+               {"prompt": "p3", "response": "the cat", "textual_feedback": "cat is wrong, the is right",
+                "good_spans": ["the"], "poor_spans": ["cat"]}]
+    summed = lambda r: sum(revise.align(r["response"], t.offsets(t.encode(r["response"])), r)[0])
+    assert summed(records[3]) < summed(records[4])  # what the tie of one blamed phrase each is broken by
+    assert [revise.verdict(t, r)[0] for r in records] == [-1, 0, -1, -1, -1]
     turns = revise.best_of_own_turns(t, records)
     assert [(p, t.decode(a), c, target) for p, a, c, target in turns] == [
         ("p1", "the cat sat", "sat is wrong", "the mat"), ("p1", "the mat", "good", "the mat"),
-        ("p2", "a dog", "dog is wrong", "a dog")]
-    # equal verdicts: the first answer wins
-    tied = [dict(records[1], response="the mat"), dict(records[1], response="the cat", good_spans=["the cat"])]
-    assert {target for *_, target in revise.best_of_own_turns(t, tied)} == {"the mat"}
+        ("p3", "fix the mat", "fix is wrong", "the cat")]
+    # fewer blamed phrases win over a higher summed delta
+    praised = dict(records[0], good_spans=["the cat"], response="the cat sat")
+    clean = dict(records[1], good_spans=[])
+    assert revise.best_of_own_turns(t, [praised, clean])[0][3] == "the mat"

@@ -122,3 +122,15 @@ def test_holm_hand_worked():
     assert stats.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert stats.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
     assert stats.holm([]) == []
+    assert stats.holm([0.01, None, 0.02]) == pytest.approx([0.02, None, 0.02])  # None: no interval, not counted
+
+
+def test_t_p_value_far_in_the_tail():
+    # two degrees of freedom: 1 - t / sqrt(t^2 + 2) = 2 / (sqrt(t^2 + 2) (sqrt(t^2 + 2) + t)), exact in floats
+    for t in (1e3, 1e5):
+        want = 2 / (math.sqrt(t * t + 2) * (math.sqrt(t * t + 2) + t))
+        assert stats.t_p_value(t, 2) == pytest.approx(want, rel=1e-3)
+    # larger t, smaller p, at every df
+    for df in (1, 4, 8):
+        values = [stats.t_p_value(t, df) for t in (10, 100, 1e3, 1e4, 1e6)]
+        assert all(a > b for a, b in zip(values, values[1:])), values
