@@ -22,7 +22,7 @@ import os
 
 from data import get_task
 from experiments import stats
-from experiments.runstate import atomic_save, commit, machine  # noqa: F401  (records.commit, records.machine)
+from experiments.runstate import atomic_save
 
 LIMIT = 5 * 2 ** 20  # bytes: everything under results/ together
 

@@ -129,7 +129,7 @@ class Progress:
         return self.done[stage]["time_s"]
 
     def commits(self):
-        """The commits the finished stages ran at (records.commit); "unrecorded" for a stage finished
+        """The commits the finished stages ran at (commit()); "unrecorded" for a stage finished
         before stages kept theirs."""
         return sorted({entry.get("commit", "unrecorded") for entry in self.done.values()})
 
