@@ -136,7 +136,7 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         run_config = replace(config, group=lam, per=config.per if METHODS[name][1] == "every" else "response") \
             if grpo else replace(config, lam=lam)
         model = ppo.PolicyWithValue(copy.deepcopy(policy), run_config.detach_value)
-        items = reward_items.get(reads[seed]) if isinstance(reward_items, dict) else reward_items
+        items = reward_items[reads[seed]] if isinstance(reward_items, dict) else reward_items
         reward, run_models = method_reward(name, task, tokenizer, train, reward_models[reads[seed]], shaping, refresh,
                                            items, seed)
         curve, logged, warmup = ppo.train(

@@ -317,6 +317,7 @@ def run(args):
     results["reward_model"], reward_models = reward_stage(trunk, tokenizer, records, encoded, preset, device,
                                                           reward_seeds, args.out, progress, draws=draws)
     results["own_annotations"] = args.own_annotations
+    items = {seed: draws.get(seed, encoded["train"]) for seed in reward_seeds}  # what each seed's models read
     first = reward_models[reward_seeds[0]]
     results["alignment"] = {"unaligned_rate": sum(a["unaligned"] for a in alignment.values()) / max(1, spans),
                             **alignment}
@@ -330,7 +331,7 @@ def run(args):
     if args.advantage == "grpo":  # the optimiser study: GRPO's runs on the same SFT policy and reward models
         grpo = {**preset, "ppo": {**preset["ppo"], "advantage": "grpo", "per": args.per}}
         methods, history, grid = ppo_stage(task, model, tokenizer, splits, reward_models, results["sft"], grpo, seeds,
-                                           args.compile, args.out, progress, {reward_seeds[0]: encoded["train"], **draws})
+                                           args.compile, args.out, progress, items)
         name = "results_grpo.json" if args.per == "token" else "results_grpo_sum.json"
         atomic_save(json.dumps({**results, "advantage": "grpo", "per": args.per, "methods": methods,
                                 "ppo_history": history, "group_grid": grid}, indent=2), path(name))
@@ -339,7 +340,7 @@ def run(args):
         return results
     results["methods"], results["ppo_history"], results["lambda_grid"] = ppo_stage(
         task, model, tokenizer, splits, reward_models, results["sft"], preset, seeds, args.compile, args.out, progress,
-        {reward_seeds[0]: encoded["train"], **draws})
+        items)
 
     start = time.time()
     if "showcase" not in progress:

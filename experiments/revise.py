@@ -128,9 +128,10 @@ def draw_of(folder, reward_seed, first_seed, own):
 
 
 def train_reviser(model, tokenizer, turns, steps, batch_size, lr, device, seed):
-    """sft.fit on revision turns (5% warm-up), batches drawn at random; in place."""
+    """sft.fit on revision turns (5% warm-up), batches drawn at random (all of them, when there are
+    fewer turns than a batch); in place."""
     def batch_loss(step, rng):
-        inputs, targets, loss_mask = revision_batch(tokenizer, rng.sample(turns, batch_size),
+        inputs, targets, loss_mask = revision_batch(tokenizer, rng.sample(turns, min(batch_size, len(turns))),
                                                     model.config.block_size, device)
         _, logits = model(inputs)
         nll = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none")
