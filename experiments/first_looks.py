@@ -204,26 +204,26 @@ def main(argv=None):
                 print(f"seed {seed}, lambda {lam}: {by_lam[lam][-1]['seconds']:.0f} s", flush=True)
         choose_lambdas(by_lam)
         return
-    records = []
+    done = []
     for seed in args.seeds:
-        records.append(checked(one_seed, seed, args.out, device, task=args.task))
-        print(f"seed {seed}: {records[-1]['seconds']:.0f} s", flush=True)
-    chosen = [r for r in records if r["seed"] in args.confirm]
-    others = [r for r in records if r["seed"] not in args.confirm]
+        done.append(checked(one_seed, seed, args.out, device, task=args.task))
+        print(f"seed {seed}: {done[-1]['seconds']:.0f} s", flush=True)
+    chosen = [r for r in done if r["seed"] in args.confirm]
+    others = [r for r in done if r["seed"] not in args.confirm]
     if chosen:
         summary(chosen, "chosen on")
     summary(others, "confirmed on" if chosen else "the first look over seeds")
     if args.record:
-        seeds, found = summary(records, "all seeds")
+        seeds, found = summary(done, "all seeds")
         record = {"kind": "first_look",
                   "command": "python -m experiments.first_looks " + " ".join(sys.argv[1:] if argv is None else argv),
-                  "task": args.task, "confirm": sorted(args.confirm), "hold": landing.HOLD, "commits": sorted({r["commit"] for r in records}),
-                  "machines": sorted({r["machine"] for r in records}),
-                  "config": dataclasses.asdict(first_look_config(**records[0]["fields"])), "seconds": {r["seed"]: round(r["seconds"]) for r in records},
-                  "seeds": {r["seed"]: s for r, s in zip(records, seeds)},
-                  "finding": {"chosen on": finding([s for r, s in zip(records, seeds) if r["seed"] in args.confirm])
+                  "task": args.task, "confirm": sorted(args.confirm), "hold": landing.HOLD, "commits": sorted({r["commit"] for r in done}),
+                  "machines": sorted({r["machine"] for r in done}),
+                  "config": dataclasses.asdict(first_look_config(**done[0]["fields"])), "seconds": {r["seed"]: round(r["seconds"]) for r in done},
+                  "seeds": {r["seed"]: s for r, s in zip(done, seeds)},
+                  "finding": {"chosen on": finding([s for r, s in zip(done, seeds) if r["seed"] in args.confirm])
                               if chosen else None,
-                              "confirmed on": finding([s for r, s in zip(records, seeds)
+                              "confirmed on": finding([s for r, s in zip(done, seeds)
                                                        if r["seed"] not in args.confirm]),
                               "all": found}}
         checked(records.write, args.record, record)

@@ -1,7 +1,8 @@
 """What each method is given: the first look's rows beside rows that hold the information fixed.
 
     python -m experiments.information --probe 19 --out runs/information   # the settings alone
-    python -m experiments.information --seeds 10 11 12 13 14 15 16 17 --out runs/information
+    python -m experiments.information --seeds 10 11 12 13 14 15 16 17 --out runs/information \
+        --record results/information_facts.json     # the seeds' numbers, for report --from
 
 Every PPO method of the first look is denied the references and starts from an SFT policy that
 imitates flawed demonstrations. Rows per seed, at the first look's sizes (text2grad.first_look_config):

@@ -2,7 +2,8 @@
 
 A run folder holds checkpoints and samples (git-ignored, and gone once its machine is); a record holds
 the numbers RESULTS.md's tables read: per seed and method the curves, the test scores and the measures
-beside them, the reward models' fit, with the command, the config, the commit and the machine.
+beside them, the reward models' fit, and where they came from (the commits and the machine; the
+command and config where the command knows them).
 
     python -m experiments.report --from results/NAME.json     # the run's RESULTS tables, no model
 
@@ -13,7 +14,7 @@ beside them, the reward models' fit, with the command, the config, the commit an
 
 Kinds: "first_look" (experiments.first_looks --record), "information" (experiments.information
 --record), "protocol" (experiments.report --out DIR --record: results.json with the revising rows
-beside it, the showcase and per-update logs left out) and "sweep" (the same command on a K sweep's
+beside it, the showcase left out and each run's per-update log cut to its explained variance) and "sweep" (the same command on a K sweep's
 folder: its results.json, which holds each seed's thresholds, scores and areas).
 """
 import copy
@@ -282,8 +283,8 @@ def sweep_tables(record):
             if a in methods and b in methods:
                 groups = methods[a].get("reward_seeds")
                 d, area = (stats.paired_difference(methods[a][key], methods[b][key], groups) for key in ("scores", "area"))
-                lines.append(row([CONTRASTS[(a, b)], stats.difference_text(d), f"{d['p']:.3f}",
-                                  stats.difference_text(area), f"{area['p']:.3f}"]))
+                lines.append(row([CONTRASTS[(a, b)], stats.difference_text(d), p_text(d["p"]),
+                                  stats.difference_text(area), p_text(area["p"])]))
         out.append((f"The K sweep at K = {k}: paired over units, p uncorrected", lines))
     return out
 

@@ -198,8 +198,9 @@ def main(argv=None):
                         "validation (default: the run's preset's revise_steps, (150, 300, 600) at the experiment's size)")
     parser.add_argument("--target", choices=["reference", "best"], default="reference", help="the revision the "
                         "revising stage learns: the task's reference (default; a ceiling: no RL arm sees it), or "
-                        "the best by the critic of the policy's own answers to the prompt in the annotated records "
-                        "seed j's reward model read (like for like: the same critic calls; revise_best.json)")
+                        "best: from the annotated records seed j's reward model read, an answer the critic passes "
+                        "kept, a blamed one revised to a strictly better answer of the policy's own to that prompt, "
+                        "none otherwise (like for like: the same critic calls; revise_best.json)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if (args.seeds is not None and args.seeds < 1) or args.rounds < 1 or min(args.steps or [1]) < 1:

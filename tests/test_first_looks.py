@@ -69,3 +69,28 @@ def test_a_folder_of_another_tasks_runs_is_refused(tmp_path, monkeypatch, capsys
         first_looks.main(["--seeds", "0", "--lams", "0.5", "--task", "code", "--out", str(tmp_path),
                           "--device", "cpu"])
     assert stop.value.code == 2 and "use another --out" in capsys.readouterr().err
+
+
+def test_the_record_and_the_table_it_rebuilds(tmp_path, monkeypatch, capsys):
+    from experiments import report
+    holds = {"text2grad_last": 3, "text2grad": 1, "oracle_scalar": 4, "oracle": 2}
+    monkeypatch.setattr(first_looks, "run", fake_run(holds))
+    for seed in (0, 1):
+        for lam in (0.5, 0.95):
+            first_looks.one_seed(seed, str(tmp_path), "cpu", lam=lam, task="facts")
+    monkeypatch.setattr(first_looks, "run", None)  # the seeds are put together from the grid's runs
+    path = tmp_path / "record.json"
+    first_looks.main(["--seeds", "0", "1", "--confirm", "0", "--out", str(tmp_path), "--device", "cpu",
+                      "--record", str(path)])
+    record = json.loads(path.read_text())
+    assert record["kind"] == "first_look" and record["confirm"] == [0]
+    assert record["seeds"]["1"]["text2grad"]["hold"] == 1 and record["seeds"]["1"]["text2grad_last"]["hold"] == 3
+    capsys.readouterr()
+    report.main(["--from", str(path)])
+    printed = capsys.readouterr().out
+    # holds 1 and 3 (learned), 2 and 4 (critic) on both seeds: ratios 3 and 2 on each, no spread
+    assert "| updates to hold 90% of the gap, per seed (0-1) | 1 1 / 3 3 | 2 2 / 4 4 |" in printed
+    assert "| spans sooner, seeds 0-0 / 1-1 | 1 of 1 / 1 of 1 | 1 of 1 / 1 of 1 |" in printed
+    assert "| ratio summed / span, geometric mean of 2 | 3.00 [3.00, 3.00] | 2.00 [2.00, 2.00] |" in printed
+    # landing shares 0.5 (spans) against 0.4 (sums) on both seeds
+    assert "| landing share, span - summed, paired | +0.10 ± 0.00 (2 of 2 higher) |" in printed
