@@ -237,6 +237,14 @@ def protocol_tables(record):
         lines.append(row([CONTRASTS[(a, b)], difference_cell(d, n_favour, len(d["per_seed"]))]))
     out.append((f"{task} at seed {seed}: how soon, paired (uncorrected)", lines))
 
+    ends = {m: [curve[-1][-1] for curve in results["methods"][m]["curves"]] for m in COLUMNS}
+    if all(isinstance(e, dict) for points in ends.values() for e in points):  # the over-optimisation measurement
+        lines = header(["method", "gold: the critic's praised - blamed tokens", "proxy: the method's own reward",
+                        "KL to the SFT policy"])
+        lines += [row([COLUMNS[m]] + [interval([e[key] for e in ends[m]], 2) for key in ("gold", "proxy", "kl")])
+                  for m in COLUMNS]
+        out.append((f"{task} at seed {seed}: gold beside proxy at the last update (validation samples)", lines))
+
     for key, title in (("revise_best", "like for like: its own answers the critic judged better"),
                        ("revise", "the reference: a ceiling with more information")):
         revise = record.get(key)
