@@ -1,20 +1,21 @@
-"""experiments/bench.py compares three forms of the loss path: they must compute the same numbers."""
+"""experiments/loss_forms.py: the three forms of the loss path that experiments/bench.py times must compute the
+same numbers; and the update benchmark runs."""
 import pytest
 import torch
 
-from experiments import bench
+from experiments import bench, loss_forms
 
 
 @pytest.mark.slow
 def test_the_three_forms_agree_with_float64():
-    x = bench.make_inputs(N=96, V=40, dtype=torch.float32, device="cpu", T=32)
-    errors = bench.fp64_errors(x, rows=96)
-    for form in bench.FORMS:
+    x = loss_forms.make_inputs(N=96, V=40, dtype=torch.float32, device="cpu", T=32)
+    errors = loss_forms.fp64_errors(x, rows=96)
+    for form in loss_forms.FORMS:
         assert errors[form]["rollout"] < 1e-4 and errors[form]["loss"] < 1e-5 and errors[form]["grad"] < 1e-6, form
 
 
 def test_inputs_have_the_documented_padding():
-    x = bench.make_inputs(N=64 * 100, V=8, dtype=torch.float32, device="cpu", T=100)
+    x = loss_forms.make_inputs(N=64 * 100, V=8, dtype=torch.float32, device="cpu", T=100)
     padding = 1 - x["mask"].mean(1)
     assert x["logits"].shape == (64, 100, 8)
     assert padding.min() >= 0.1 - 1e-6 and padding.max() <= 0.5 + 1e-6

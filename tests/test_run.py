@@ -317,7 +317,7 @@ def test_reward_grid_chooses_each_model_on_validation_alone(run_all, tmp_path):
     assert code.returncode != 0 and "Traceback" not in code.stderr and "experiments.protocol" in code.stderr
 
 
-def test_own_annotations_give_each_reward_seed_its_draw_and_a_record(run_all, tmp_path):
+def test_own_annotations_give_each_reward_seed_its_draw_and_a_record(run_all, tmp_path, capsys):
     protocol.main(["--preset", "tiny", "--device", "cpu", "--task", "code", "--seeds", "2", "--reward-seeds", "2",
                    "--own-annotations", "--out", str(tmp_path)])
     folder = tmp_path / "code"
@@ -347,7 +347,13 @@ def test_own_annotations_give_each_reward_seed_its_draw_and_a_record(run_all, tm
     record = json.loads((tmp_path / "r.json").read_text())
     assert "showcase" not in record["results"] and record["revise_best"] == best and record["revise"] is None
     assert record["results"]["command"].startswith("python -m experiments.protocol") and record["commits"]
+    capsys.readouterr()
     report.main(["--from", str(tmp_path / "r.json")])
+    printed = capsys.readouterr().out
+    # the family: COMPARISONS and the two like-for-like rows; Text2Grad's test score, averaged here
+    assert "the family of 10 contrasts" in printed and "Holm" in printed
+    scores = results["methods"]["text2grad"]["scores"]
+    assert f" | {sum(scores) / 2:.3f} ± " in printed.split("| code (seed 0) |")[1].split("\n")[0]
 
 
 def test_revise_runs_the_prompt_only_rows_with_their_cost(run_all, tmp_path):
