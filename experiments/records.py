@@ -62,9 +62,13 @@ def tables(record):
     return TABLES[record["kind"]](record)
 
 
-def interval(values, digits=3):
-    """ "mean ± half-width" of the 95% t-interval over the values."""
-    mean, half = stats.mean_ci95(values)
+def interval(values, digits=3, groups=None):
+    """ "mean ± half-width" of the 95% t-interval over the values; with groups (the reward model
+    each run read), over the units: the runs on one model averaged first. One unit: its mean alone."""
+    units = stats.unit_means(values, groups)
+    if len(units) < 2:
+        return f"{units[0]:.{digits}f} (1 unit)"
+    mean, half = stats.mean_ci95(units)
     return f"{mean:.{digits}f} ± {half:.{digits}f}"
 
 
@@ -163,7 +167,8 @@ CONTRASTS = {("text2grad", "ppo_scalar"): "Text2Grad - scalar PPO (the paper's)"
 # (the critic's critique of a code answer states what the reference computes: at inference that row
 # reads more than any RL arm does)
 REVISED = {"revise_first": "prompt-only, like for like, first answer - Text2Grad",
-           "revise_critic_1": "prompt-only, like for like, after one critique by the critic - Text2Grad"}
+           "revise_critic_1": "prompt-only, trained like for like, after one critique by the critic "
+                              "(it names the right code) - Text2Grad"}
 
 
 def compact(results, revise=None, revise_best=None):
@@ -198,7 +203,9 @@ def p_text(p):
 
 
 def difference_cell(d, n_favour, n):
-    """+0.048 ± 0.035 (9 units; 9 of 9)"""
+    """+0.048 ± 0.035 (9 units; 9 of 9), or +0.118 (1 unit: no interval; 3 of 3)"""
+    if d["units"] < 2:
+        return f"{d['mean']:+.3f} (1 unit: no interval; {n_favour} of {n})"
     return f"{d['mean']:+.3f} ± {d['ci95']:.3f} ({d['units']} units; {n_favour} of {n})"
 
 
@@ -212,12 +219,13 @@ def protocol_tables(record):
     units = sorted({s for m in results["methods"].values() for s in m.get("reward_seeds", [])})
     out = []
     lines = header(["task", "SFT"] + list(COLUMNS.values()))
+    groups = {m: results["methods"][m].get("reward_seeds") for m in COLUMNS}
     lines.append(row([f"{task} (seed {seed})", f"{methods['sft']['score']:.3f}"]
-                     + [interval(results["methods"][m]["scores"]) for m in COLUMNS]))
-    out.append((f"{task} at seed {seed}: test, mean ± 95% t over {len(methods['text2grad']['scores'])} PPO seeds "
-                f"on {len(units)} reward models (each method's interval clustered by reward model: "
-                + ("one run per model)" if len(units) == len(methods['text2grad']['scores']) else
-                   "not clustered, runs share models)"), lines))
+                     + [interval(results["methods"][m]["scores"], groups=groups[m]) for m in COLUMNS]))
+    out.append((f"{task} at seed {seed}: test, {len(methods['text2grad']['scores'])} PPO seeds on {len(units)} "
+                f"reward models; each method's mean ± 95% t over the reward models (clustered: the runs on one "
+                f"model averaged first" + (", here one run each)" if len(units) == len(methods['text2grad']['scores'])
+                                            else ")"), lines))
 
     contrasts = family(record)
     ds = [stats.paired_difference(a, b, groups) for _, a, b, groups in contrasts]
@@ -226,9 +234,11 @@ def protocol_tables(record):
     for (label, a, b, _), d, q in zip(contrasts, ds, adjusted):
         lines.append(row([label, difference_cell(d, sum(x > y for x, y in zip(a, b)), len(a)),
                           p_text(d["p"]), p_text(q)]))
+    tested = sum(q is not None for q in adjusted)
     out.append((f"{task} at seed {seed}: the family of {len(ds)} contrasts, paired over units (runs on one "
                 f"reward model averaged first; in brackets the units and the seeds favouring the first); p of the "
-                f"t-test, Holm-adjusted over the family", lines))
+                f"t-test, Holm-adjusted over the family"
+                + ("" if tested == len(ds) else f" (over the {tested} with a p; a single unit has none)"), lines))
 
     lines = header(["contrast", "mean height of the validation curve (uncorrected)"])
     for key, d in summary["area"].items():
@@ -241,8 +251,8 @@ def protocol_tables(record):
     if all(isinstance(e, dict) for points in ends.values() for e in points):  # the over-optimisation measurement
         lines = header(["method", "gold: the critic's praised - blamed tokens", "proxy: the method's own reward",
                         "KL to the SFT policy"])
-        lines += [row([COLUMNS[m]] + [interval([e[key] for e in ends[m]], 2) for key in ("gold", "proxy", "kl")])
-                  for m in COLUMNS]
+        lines += [row([COLUMNS[m]] + [interval([e[key] for e in ends[m]], 2, groups[m])
+                                      for key in ("gold", "proxy", "kl")]) for m in COLUMNS]
         out.append((f"{task} at seed {seed}: gold beside proxy at the last update (validation samples)", lines))
 
     for key, title in (("revise_best", "like for like: its own answers the critic judged better"),
@@ -252,20 +262,24 @@ def protocol_tables(record):
             continue
         seeds, t2g = revise["seeds"], revise["text2grad"]
         lines = header(["row", "calls", "score", "minus Text2Grad, paired", "p (uncorrected)"])
-        lines.append(row(["Text2Grad (one pass, no critique)", "1", interval(t2g["scores"]), "-", "-"]))
+        lines.append(row(["Text2Grad (one pass, no critique)", "1",
+                          interval(t2g["scores"], groups=t2g.get("reward_seeds")), "-", "-"]))
         for name in seeds[0]["rows"]:
             runs = [s for s in seeds if name in s["rows"]]
             values = [s["rows"][name]["score"] for s in runs]
             calls = sum(s["rows"][name]["calls"] for s in runs) / len(runs)
             d = stats.paired_difference(values, t2g["scores"][:len(values)], [s["reward_seed"] for s in runs])
             in_family = key == "revise_best" and name in REVISED
-            lines.append(row([f"`{name}`", f"{calls:.0f}", interval(values) if len(values) > 1 else
-                              f"{values[0]:.3f}", stats.difference_text(d),
+            lines.append(row([f"`{name}`", f"{calls:.0f}", interval(values, groups=[s["reward_seed"] for s in runs]),
+                              stats.difference_text(d),
                               "in the family: Holm above" if in_family else p_text(d["p"])]))
         made = [f"{s['turns']} turns, {s['kept_as_they_are']} kept as they are" for s in seeds[:1] if "turns" in s]
         out.append((f"{task} at seed {seed}: the revising policy, trained on {title} "
                     f"({revise['steps']} steps; seed {seeds[0]['seed']}: {seeds[0].get('critic_calls', '?')} critic "
-                    f"calls{', ' + made[0] if made else ''}); calls: model calls per test answer", lines))
+                    f"calls{', ' + made[0] if made else ''}"
+                    + (f"; choosing the steps read {revise['validation_critic_calls']} more on validation"
+                       if "validation_critic_calls" in revise else "")
+                    + "); calls: model calls per test answer", lines))
     return out
 
 

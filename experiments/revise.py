@@ -249,7 +249,8 @@ def main(argv=None):
         print(f"[{task.NAME}] revising stage, {s} steps: validation {task.PRIMARY} after one round with "
               f"the critic's critique {chosen[s]:.3f}")
 
-    test, out = run.splits["test"], {"target": args.target, "steps": steps, "validation": chosen, "seeds": []}
+    test, out = run.splits["test"], {"target": args.target, "steps": steps, "validation": chosen, "seeds": [],
+                                     "validation_critic_calls": len(validation) * len(chosen)}  # one critique each
     for j in range(seeds):
         model, reward_seed = (best if j == 0 else reviser(steps, j)), t2g["reward_seeds"][j]
         reward_model = load_checkpoint(os.path.join(args.out, "reward_cot.pt" if reward_seed == run.seed else

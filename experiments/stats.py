@@ -42,17 +42,25 @@ def paired_difference(a, b, groups=None):
     if len(a) != len(b) or (groups is not None and len(groups) != len(a)):
         raise ValueError(f"paired values need the same seeds: {len(a)} against {len(b)}"
                          + ("" if groups is None else f", {len(groups)} groups"))
+    if any(math.isnan(x) for x in list(a) + list(b)):  # NaN would read as a tie with p 1
+        raise ValueError("a paired score is NaN: the run that wrote it diverged")
     differences = [x - y for x, y in zip(a, b)]
-    units = differences
-    if groups is not None:
-        members = {}
-        for g, d in zip(groups, differences):
-            members.setdefault(g, []).append(d)
-        units = [sum(ds) / len(ds) for ds in members.values()]
+    units = unit_means(differences, groups)
     mean, half = mean_ci95(units)  # with unequal groups, the mean of the group means
     verdict = "tie" if len(units) < 2 or abs(mean) <= half else ("higher" if mean > 0 else "lower")
     return {"mean": mean, "ci95": half, "per_seed": differences, "units": len(units), "verdict": verdict,
             "p": t_test(units)}
+
+
+def unit_means(values, groups=None):
+    """The values averaged within each group (groups[s]: the reward model run s read), in order of
+    first appearance: the independent units. Without groups, the values themselves."""
+    if groups is None:
+        return list(values)
+    members = {}
+    for g, v in zip(groups, values):
+        members.setdefault(g, []).append(v)
+    return [sum(vs) / len(vs) for vs in members.values()]
 
 
 def t_test(values):

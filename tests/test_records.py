@@ -132,4 +132,27 @@ def test_the_family_and_its_holm_adjustment_by_hand():
     tie = rows["the critic's sum - the scalar model (last token)"].split(" | ")
     assert tie[1].startswith("+0.000 ± 0.000") and float(tie[2]) == 1.0 and float(tie[3].strip(" |")) == 1.0
     # each method's test interval is clustered by reward model: one run per model here
-    assert any("one run per model" in title for title in tables)
+    assert any("clustered" in title and "here one run each" in title for title in tables)
+
+
+def test_runs_sharing_a_reward_model_are_one_unit_in_every_interval():
+    record = protocol_record([0.7, 0.8, 0.6], [0.6, 0.6, 0.6])
+    for method in record["results"]["methods"].values():
+        if "reward_seeds" in method:
+            method["reward_seeds"] = [7, 7, 8]
+    tables = dict(records.tables(record))
+    title, lines = next((t, l) for t, l in tables.items() if "test, 3 PPO seeds" in t)
+    # Text2Grad's units: (0.7 + 0.8) / 2 and 0.6; mean 0.675, sd 0.15 / sqrt 2, t_1 = 12.706 over sqrt 2
+    half = 12.706 * (0.15 / math.sqrt(2)) / math.sqrt(2)
+    assert f"| 0.675 ± {half:.3f} |" in lines[2] and "clustered" in title and "one run each" not in title
+    # every run on one reward model: one unit, no interval and no p; Holm runs over the two rows left
+    for method in record["results"]["methods"].values():
+        if "reward_seeds" in method:
+            method["reward_seeds"] = [7, 7, 7]
+    tables = dict(records.tables(record))
+    title, lines = next((t, l) for t, l in tables.items() if "family of 10" in t)
+    paper = next(line for line in lines if line.startswith("| Text2Grad - scalar PPO"))
+    assert "+0.100 (1 unit: no interval; 2 of 3) | - | - |" in paper
+    assert "over the 2 with a p" in title
+    test_title, test_lines = next((t, l) for t, l in tables.items() if "test, 3 PPO seeds" in t)
+    assert "| 0.700 (1 unit) |" in test_lines[2]

@@ -342,6 +342,8 @@ def test_own_annotations_give_each_reward_seed_its_draw_and_a_record(run_all, tm
     revise.main(["--out", str(folder), "--target", "best", "--device", "cpu", "--rounds", "1"])
     best = json.loads((folder / "revise_best.json").read_text())
     assert [s["critic_calls"] for s in best["seeds"]] == [len(first), len(draw)] and best["target"] == "best"
+    # choosing the steps: one critique of each validation answer per step count tried
+    assert best["validation_critic_calls"] == len(best["validation"]) * protocol.PRESETS["tiny"]["validation"]
     # the record keeps what the tables read, and rebuilds them with no model
     report.main(["--out", str(folder), "--record", str(tmp_path / "r.json")])
     record = json.loads((tmp_path / "r.json").read_text())

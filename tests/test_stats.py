@@ -134,3 +134,9 @@ def test_t_p_value_far_in_the_tail():
     for df in (1, 4, 8):
         values = [stats.t_p_value(t, df) for t in (10, 100, 1e3, 1e4, 1e6)]
         assert all(a > b for a, b in zip(values, values[1:])), values
+
+
+def test_a_nan_score_is_refused_not_read_as_a_tie():
+    assert stats.paired_difference([0.5, 0.7], [0.4, 0.6])["verdict"] != "lower"
+    with pytest.raises(ValueError, match="NaN"):
+        stats.paired_difference([math.nan, 0.7, 0.6], [0.4, 0.6, 0.5])
