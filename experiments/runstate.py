@@ -99,6 +99,7 @@ class Progress:
 
     def __init__(self, out, identity, resume):
         self.out, self.identity, self.done = out, identity, {}
+        self.commit = commit()  # the code this process loaded: a commit made while it runs is not it
         self.path = os.path.join(out, "progress.json")
         if resume and not os.path.exists(self.path):  # this task never finished a stage (--task all)
             print(f"--resume: {out} has no finished stage; starting it from the beginning")
@@ -129,7 +130,7 @@ class Progress:
         return self.done[stage]["time_s"]
 
     def commits(self):
-        """The commits the finished stages ran at (commit()); "unrecorded" for a stage finished
+        """The commits the finished stages ran at (commit() as their process started); "unrecorded" for a stage finished
         before stages kept theirs."""
         return sorted({entry.get("commit", "unrecorded") for entry in self.done.values()})
 
@@ -140,7 +141,7 @@ class Progress:
     def finish(self, stage, value, start, of=None):
         """Mark stage done with its value; of: what it was computed from (the test of a chosen lambda
         or group), so a resume whose choice has changed can tell the value is stale (made_of)."""
-        self.done[stage] = {"value": value, "time_s": time.time() - start, "commit": commit(),
+        self.done[stage] = {"value": value, "time_s": time.time() - start, "commit": self.commit,
                             **({"of": of} if of is not None else {})}
         atomic_save(json.dumps({"identity": self.identity, "done": self.done}), self.path)
 

@@ -156,3 +156,13 @@ def test_runs_sharing_a_reward_model_are_one_unit_in_every_interval():
     assert "over the 2 with a p" in title
     test_title, test_lines = next((t, l) for t, l in tables.items() if "test, 3 PPO seeds" in t)
     assert "| 0.700 (1 unit) |" in test_lines[2]
+
+
+def test_a_stage_keeps_the_commit_its_process_started_at(tmp_path, monkeypatch):
+    from experiments import runstate
+    monkeypatch.setattr(runstate, "commit", lambda: "aaaaaaa")
+    progress = runstate.Progress(str(tmp_path), {"task": "code"}, resume=False)
+    monkeypatch.setattr(runstate, "commit", lambda: "bbbbbbb")  # a commit made while the run goes on
+    progress.finish("data", {}, start=0.0)
+    saved = json.loads((tmp_path / "progress.json").read_text())
+    assert saved["done"]["data"]["commit"] == "aaaaaaa" and progress.commits() == ["aaaaaaa"]
