@@ -210,8 +210,9 @@ def difference_cell(d, n_favour, n):
 
 
 def protocol_tables(record):
-    """Each method's test score; the family of contrasts with p-values and Holm's adjustment; the
-    curve heights (uncorrected); the prompt-only rows (uncorrected but for the family's two)."""
+    """Each method's test score; the family of contrasts with p-values and Holm's adjustment, and
+    beside it the curve heights (uncorrected); gold beside proxy; the prompt-only rows (uncorrected
+    but for the family's two)."""
     from experiments.summary import summarise
     results = record["results"]
     summary = summarise(results)
@@ -230,22 +231,21 @@ def protocol_tables(record):
     contrasts = family(record)
     ds = [stats.paired_difference(a, b, groups) for _, a, b, groups in contrasts]
     adjusted = stats.holm([d["p"] for d in ds])
-    lines = header(["contrast", "final test score", "p", "Holm"])
+    heights = {}  # how soon: the same contrast on the validation curve's mean height, uncorrected
+    for key, d in summary["area"].items():
+        a, b = key.split(" - ")
+        n_favour = sum(x > y for x, y in zip(methods[a]["area"], methods[b]["area"]))
+        heights[CONTRASTS[(a, b)]] = difference_cell(d, n_favour, len(d["per_seed"]))
+    lines = header(["contrast", "final test score", "p", "Holm", "mean height of the validation curve (uncorrected)"])
     for (label, a, b, _), d, q in zip(contrasts, ds, adjusted):
         lines.append(row([label, difference_cell(d, sum(x > y for x, y in zip(a, b)), len(a)),
-                          p_text(d["p"]), p_text(q)]))
+                          p_text(d["p"]), p_text(q), heights.get(label, "-")]))
     tested = sum(q is not None for q in adjusted)
     out.append((f"{task} at seed {seed}: the family of {len(ds)} contrasts, paired over units (runs on one "
                 f"reward model averaged first; in brackets the units and the seeds favouring the first); p of the "
                 f"t-test, Holm-adjusted over the family"
-                + ("" if tested == len(ds) else f" (over the {tested} with a p; a single unit has none)"), lines))
-
-    lines = header(["contrast", "mean height of the validation curve (uncorrected)"])
-    for key, d in summary["area"].items():
-        a, b = key.split(" - ")
-        n_favour = sum(x > y for x, y in zip(methods[a]["area"], methods[b]["area"]))
-        lines.append(row([CONTRASTS[(a, b)], difference_cell(d, n_favour, len(d["per_seed"]))]))
-    out.append((f"{task} at seed {seed}: how soon, paired (uncorrected)", lines))
+                + ("" if tested == len(ds) else f" (over the {tested} with a p; a single unit has none)")
+                + "; beside it, how soon: the curve's height, not in the family", lines))
 
     ends = {m: [curve[-1][-1] for curve in results["methods"][m]["curves"]] for m in COLUMNS}
     if all(isinstance(e, dict) for points in ends.values() for e in points):  # the over-optimisation measurement

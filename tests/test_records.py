@@ -122,6 +122,8 @@ def test_the_family_and_its_holm_adjustment_by_hand():
     paper = rows["Text2Grad - scalar PPO (the paper's)"].split(" | ")
     assert paper[1].startswith(f"+0.100 ± {4.303 * 0.1 / math.sqrt(3):.3f} (3 units; 2 of 3)")
     assert float(paper[2]) == pytest.approx(p, abs=1e-3)
+    # beside it the curve's mean height (points 0.5 and the score): differences 0.05, 0.1, 0.0, uncorrected
+    assert paper[4].startswith(f"+0.050 ± {4.303 * 0.05 / math.sqrt(3):.3f} (3 units; 2 of 3)")
     # the first answer: differences 0.1, 0.2, 0.3: t = 0.2 / (0.1 / sqrt 3) on 2 df, the smallest p
     t = 2 * math.sqrt(3)
     first = 1 - t / math.sqrt(t * t + 2)
