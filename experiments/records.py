@@ -52,6 +52,8 @@ def read(path):
         raise ValueError(f"cannot read {path} ({error.strerror or error})") from None
     except ValueError:
         raise ValueError(f"{path} is not JSON") from None
+    except RecursionError:  # JSON nested deeper than Python's parser goes
+        raise ValueError(f"{path} is not a record (nested too deep)") from None
     if not isinstance(record, dict) or record.get("kind") not in TABLES:
         raise ValueError(f"{path} is not a record (no kind among {', '.join(TABLES)})")
     return record
@@ -185,8 +187,9 @@ def family(record):
     """[(label, a's per-seed scores, b's, groups)]: the contrasts of final test scores the record's
     Holm adjustment runs over, COMPARISONS' order, then the like-for-like prompt-only rows."""
     from experiments.protocol import COMPARISONS
+    from experiments.summary import shared
     methods = record["results"]["methods"]
-    out = [(CONTRASTS[(a, b)], methods[a]["scores"], methods[b]["scores"], methods[a].get("reward_seeds"))
+    out = [(CONTRASTS[(a, b)], methods[a]["scores"], methods[b]["scores"], shared(methods, a, b))
            for a, b in COMPARISONS]
     best = record.get("revise_best")
     if best:
@@ -213,14 +216,14 @@ def protocol_tables(record):
     """Each method's test score; the family of contrasts with p-values and Holm's adjustment, and
     beside it the curve heights (uncorrected); gold beside proxy; the prompt-only rows (uncorrected
     but for the family's two)."""
-    from experiments.summary import summarise
+    from experiments.summary import shared, summarise
     results = record["results"]
     summary = summarise(results)
     methods, task, seed = summary["methods"], results["task"], results["seed"]
     units = sorted({s for m in results["methods"].values() for s in m.get("reward_seeds", [])})
     out = []
     lines = header(["task", "SFT"] + list(COLUMNS.values()))
-    groups = {m: results["methods"][m].get("reward_seeds") for m in COLUMNS}
+    groups = {m: shared(results["methods"], m) for m in COLUMNS}  # the critic's runs: each its own unit
     lines.append(row([f"{task} (seed {seed})", f"{methods['sft']['score']:.3f}"]
                      + [interval(results["methods"][m]["scores"], groups=groups[m]) for m in COLUMNS]))
     out.append((f"{task} at seed {seed}: test, {len(methods['text2grad']['scores'])} PPO seeds on {len(units)} "
@@ -291,23 +294,28 @@ def sweep_tables(record):
     a seed never holds it), and its test score; the contrasts of COMPARISONS on the final test score
     and on the area under the test curve, paired over units, each p uncorrected."""
     from experiments.protocol import COMPARISONS
+    from experiments.summary import shared
     results, out = record["results"], []
     for k in sorted(results["per_k"], key=int):
         r = results["per_k"][k]
         methods = r["methods"]
         lines = header(["method", "updates to hold 90%, per seed", f"test after {r['updates']} updates"])
         lines += [row([COLUMNS.get(name, name), " ".join(map(str, r["thresholds"][name]["0.9"]["per_seed"])),
-                       interval(methods[name]["scores"])]) for name in r["thresholds"]]
+                       interval(methods[name]["scores"], groups=shared(methods, name))]) for name in r["thresholds"]]
+        runs = len(next(iter(methods.values()))["scores"])
         out.append((f"The K sweep at K = {k} (seed {results['seed']}; SFT "
-                    f"{r['sft']['test']['sites_right']:.3f}), test", lines))
+                    f"{r['sft']['test']['sites_right']:.3f}), test, {runs} PPO seeds: mean ± 95% t over each method's "
+                    f"units (a learned judge's runs on one reward model averaged first; the critic's each a unit)",
+                    lines))
         lines = header(["contrast", "final test score", "p", "area under the test curve", "p"])
         for a, b in COMPARISONS:
             if a in methods and b in methods:
-                groups = methods[a].get("reward_seeds")
+                groups = shared(methods, a, b)
                 d, area = (stats.paired_difference(methods[a][key], methods[b][key], groups) for key in ("scores", "area"))
                 lines.append(row([CONTRASTS[(a, b)], stats.difference_text(d), p_text(d["p"]),
                                   stats.difference_text(area), p_text(area["p"])]))
-        out.append((f"The K sweep at K = {k}: paired over units, p uncorrected", lines))
+        out.append((f"The K sweep at K = {k}: paired over units (a learned judge's runs on one reward model "
+                    f"averaged first; ± the 95% t half-width), p uncorrected", lines))
     return out
 
 

@@ -429,21 +429,27 @@ def main(argv=None):
         "summary.json (means and 95% intervals over seeds, paired differences, convergence, credit landing "
         "when python -m experiments.credit_landing has run), the tables in the terminal, and report.html. "
         "No training."))
-    parser.add_argument("--out", default="runs", help="the run's output directory (default: runs)")
+    parser.add_argument("--out", help="the run's output directory (default: runs)")
     parser.add_argument("--record", metavar="PATH", help="then write the run's record there (results/NAME.json: "
                         "results.json without its showcase, with revise.json and revise_best.json beside it)")
     parser.add_argument("--from", dest="source", metavar="RECORD", help="print the RESULTS tables of a record "
                         "(results/NAME.json) and stop: no run folder, no model, no training")
     args = parser.parse_args(argv)
-    if args.source:
+    if args.source is not None:
+        if args.record is not None or args.out is not None:
+            parser.error("--from reads a record and writes nothing: give it alone")
+        if not args.source:
+            parser.error("--from needs a record's path (results/NAME.json)")
         try:
             for title, lines in records.tables(records.read(args.source)):
                 print(f"\n{title}\n\n" + "\n".join(lines))
         except ValueError as error:
-            fail(str(error))
-        except (KeyError, TypeError, IndexError) as error:
+            message = str(error)
+            fail(message if args.source in message else f"{args.source}: {message}")
+        except (KeyError, TypeError, AttributeError, IndexError, RecursionError) as error:
             fail(f"{args.source} lacks what its tables need ({type(error).__name__}: {error})")
         return
+    args.out = args.out or "runs"
     try:
         write_report(args.out)
         if args.record:

@@ -23,15 +23,25 @@ from experiments.protocol import COMPARISONS, PRESETS
 from text2grad import METHODS
 
 
+def shared(methods, *names):
+    """The reward-model seed each run of the first of `names` judged by a learned model read: what
+    its runs share, so runs on one model are averaged into one unit (stats.unit_means). None when
+    the critic judges every one of `names`: the critic's runs read no reward model and share
+    nothing, so each seed is its own unit."""
+    learned = [name for name in names if name in METHODS and METHODS[name][0] != "critic"]
+    return methods[learned[0]].get("reward_seeds") if learned else None
+
+
 def summarise_methods(methods):
-    """{name: a method's per-seed results} -> the same with score, ci95, curve and curve_ci95 (the mean
-    validation curve, point by point) in place of the per-seed curves."""
+    """{name: a method's per-seed results} -> the same with score, ci95 (over its units: shared), curve
+    and curve_ci95 (the mean validation curve, point by point, over its runs) in place of the per-seed
+    curves."""
     out = {}
     for name, m in methods.items():
         m = dict(m)
         curves = m.pop("curves")
         points = [[u, stats.mean_ci95([curve[k][1] for curve in curves])] for k, (u, *_) in enumerate(curves[0])]
-        m["score"], m["ci95"] = stats.mean_ci95(m["scores"])
+        m["score"], m["ci95"] = stats.mean_ci95(stats.unit_means(m["scores"], shared(methods, name)))
         m["curve"], m["curve_ci95"] = [[u, mean] for u, (mean, _) in points], [[u, half] for u, (_, half) in points]
         if isinstance(curves[0][0][-1], dict):  # the over-optimisation measurement, last in every point
             m["overopt"] = overoptimisation(curves)
@@ -61,13 +71,13 @@ def summarise(results, credit_landing=None):
         summary["reward_paired"] = {metric: stats.paired_difference(rm["cot"]["seeds"][metric], rm["no_cot"]["seeds"][metric])
                                     for metric in ("positive_f1", "negative_f1")}
     summary["paired"] = {f"{a} - {b}": stats.paired_difference(methods[a]["scores"], methods[b]["scores"],
-                                                               methods[a].get("reward_seeds"))
+                                                               shared(methods, a, b))
                          for a, b in COMPARISONS}
     # How soon, beside how far: the mean height of each run's validation curve (stats.curve_area), paired
     for name in METHODS:
         methods[name]["area"] = [stats.curve_area(curve) for curve in results["methods"][name]["curves"]]
     summary["area"] = {f"{a} - {b}": stats.paired_difference(methods[a]["area"], methods[b]["area"],
-                                                             methods[a].get("reward_seeds"))
+                                                             shared(methods, a, b))
                        for a, b in COMPARISONS}
     # How fast each method gets to scalar PPO's final validation score: the first point of each mean
     # curve at or above it (scalar PPO itself may get there before its last update).

@@ -47,7 +47,7 @@ from data.annotations import read_annotations
 from experiments import figures, measures, ppo_runs, protocol, stats, terminal
 from experiments.refresh import method_reward
 from experiments.report import render
-from experiments.summary import summarise_methods
+from experiments.summary import shared, summarise_methods
 from experiments.runstate import (Progress, add_run_flags, atomic_save, check_run_flags, checked, fail, machine,
                                   pick_device, run_to_the_end)
 from sft import MAX_NEW_TOKENS, respond
@@ -216,10 +216,10 @@ def sweep_k(k, model, tokenizer, splits, reward_models, items, preset, seeds, co
             "ratios": {q: {key: ratio(stat, len(seeds)) for key, stat in pairs.items()} for q, pairs in speed.items()},
             "seeds_faster": {q: {f"{a} / {b}": faster(steps[a][q]["per_seed"], steps[b][q]["per_seed"]) for a, b in RATIOS}
                              for q in speed},
-            "area": {f"{b} - {a}": stats.paired_difference(methods[b]["area"], methods[a]["area"], methods[a]["reward_seeds"])
+            "area": {f"{b} - {a}": stats.paired_difference(methods[b]["area"], methods[a]["area"], shared(methods, a, b))
                      for a, b in RATIOS},
             "paired": {f"{a} - {b}": stats.paired_difference(methods[a]["scores"], methods[b]["scores"],
-                                                             methods[a]["reward_seeds"]) for a, b in protocol.COMPARISONS},
+                                                             shared(methods, a, b)) for a, b in protocol.COMPARISONS},
             "all_right": {name: methods[name]["test"]["all_right"] for name in methods},
             "time_s": sum(progress.time(stage) for stage in progress.done)}
 

@@ -78,8 +78,11 @@ def test_write_refuses_a_record_past_the_limit_and_writes_nothing(tmp_path, monk
     assert json.loads((tmp_path / "small.json").read_text()) == {"kind": "protocol"}
 
 
-@pytest.mark.parametrize("content, message", [(None, "cannot read"), ("{", "not JSON"),
-                                              ('{"kind": "other"}', "not a record")])
+@pytest.mark.parametrize("content, message", [
+    (None, "cannot read"), ("{", "not JSON"), ('{"kind": "other"}', "not a record"),
+    ("[" * 100000 + "]" * 100000, "nested too deep"),
+    ('{"kind": "information", "first_look": {"gold": []}}', "lacks what its tables need"),
+    ('{"kind": "protocol", "results": {"methods": {"sft": {"scores": [NaN]}}}}', "lacks what its tables need")])
 def test_report_from_a_bad_record_is_one_line(tmp_path, capsys, content, message):
     path = tmp_path / "r.json"
     if content is not None:
@@ -88,7 +91,15 @@ def test_report_from_a_bad_record_is_one_line(tmp_path, capsys, content, message
         report.main(["--from", str(path)])
     assert stop.value.code != 0
     err = capsys.readouterr().err.strip()
-    assert message in err and "\n" not in err and "Traceback" not in err
+    assert message in err and "\n" not in err and "Traceback" not in err and str(path) in err
+
+
+@pytest.mark.parametrize("argv", [["--from", ""], ["--from", "results/first_look.json", "--out", "runs"],
+                                  ["--from", "results/first_look.json", "--record", "r.json"]])
+def test_from_stands_alone_and_needs_a_path(argv, capsys):
+    with pytest.raises(SystemExit) as stop:
+        report.main(argv)
+    assert stop.value.code == 2 and "--from" in capsys.readouterr().err
 
 
 def protocol_record(a, b):
@@ -155,7 +166,10 @@ def test_runs_sharing_a_reward_model_are_one_unit_in_every_interval():
     title, lines = next((t, l) for t, l in tables.items() if "family of 10" in t)
     paper = next(line for line in lines if line.startswith("| Text2Grad - scalar PPO"))
     assert "+0.100 (1 unit: no interval; 2 of 3) | - | - |" in paper
-    assert "over the 2 with a p" in title
+    # the critic's runs read no reward model: its placement keeps its three seeds as units
+    critic = next(line for line in lines if line.startswith("| placement, the critic"))
+    assert "(3 units; 0 of 3) | 1.000 | 1.000 |" in critic
+    assert "over the 3 with a p" in title  # the critic's placement and the two prompt-only rows
     test_title, test_lines = next((t, l) for t, l in tables.items() if "test, 3 PPO seeds" in t)
     assert "| 0.700 (1 unit) |" in test_lines[2]
 
