@@ -42,7 +42,7 @@ from data import experiment_splits, get_task
 from data.tokenizer import Tokenizer, training_texts
 from experiments import records
 from experiments.first_looks import mean_sd, one_seed
-from experiments.runstate import atomic_save, checked, pick_device
+from experiments.runstate import atomic_save, checked, commit, pick_device
 from experiments.stats import mean_ci95, sign_test
 from model import generate
 from sft import MAX_NEW_TOKENS, evaluate, response_ids, train_sft
@@ -306,6 +306,12 @@ def probe(seed, out, task_name, device, sizes=None):
     return chosen
 
 
+def commits_of(done):
+    """The commits every row of every seed ran at ("unrecorded" for a row written before rows kept
+    theirs)."""
+    return sorted({row.get("commit", "unrecorded") for rows in done for row in rows.values()})
+
+
 def one_seed_rows(seed, out, task_name, device, chosen, sizes=None):
     """The four kinds of row at one seed, each record read back if it is there already; sizes:
     Config fields other than the first look's (the tests' tiny ones)."""
@@ -345,7 +351,7 @@ def one_seed_rows(seed, out, task_name, device, chosen, sizes=None):
             validation = scored(task, tuned, tokenizer, splits["validation"])
             os.makedirs(os.path.dirname(path), exist_ok=True)
             atomic_save(json.dumps({"seed": seed, "seconds": time.time() - start, "cost": cost,
-                                    "settings": chosen[row], "test": test,
+                                    "commit": commit(), "settings": chosen[row], "test": test,
                                     "validation": validation}, indent=1), path)
         with open(path) as f:
             records[row] = json.load(f)
@@ -384,7 +390,7 @@ def main(argv=None):
         record = {"kind": "information", "task": args.task,
                   "command": "python -m experiments.information " + " ".join(sys.argv[1:] if argv is None else argv),
                   "probe": {"seed": args.probe, "chosen": chosen},
-                  "commits": sorted({r["first_look"]["commit"] for r in done}),
+                  "commits": commits_of(done),
                   "machines": sorted({r["first_look"]["machine"] for r in done}), "seeds": done}
         checked(records.write, args.record, record)
         print(f"written: {args.record}; its table: python -m experiments.report --from {args.record}")

@@ -159,3 +159,10 @@ def test_the_seams_keep_run_s_sft_policy_and_measure_its_test_answers_only():
     summary, samples, ids = information.evaluate(task, policy, tokenizer, splits["test"])
     assert measured[0] == information.gold(task, splits["test"], samples, ids)
     assert table["sft"]["test"] == (summary["rougeL"], summary["no_plan"])
+
+
+def test_a_records_commits_are_every_rows():
+    from experiments.information import commits_of
+    done = [{"first_look": {"commit": "a1"}, "references": {"commit": "b2+changes"}, "deleted": {}},
+            {"first_look": {"commit": "a1"}, "references": {"commit": "a1"}, "deleted": {"commit": "c3"}}]
+    assert commits_of(done) == ["a1", "b2+changes", "c3", "unrecorded"]
