@@ -2,8 +2,8 @@
 
 A run folder holds checkpoints and samples (git-ignored, and gone once its machine is); a record holds
 the numbers RESULTS.md's tables read: per seed and method the curves, the test scores and the measures
-beside them, the reward models' fit, and where they came from (the commits and the machine; the
-command and config where the command knows them).
+beside them (a protocol run's also its reward models' fit), and where they came from (the commits
+and the machine; the command and config where the command knows them).
 
     python -m experiments.report --from results/NAME.json     # the run's RESULTS tables, no model
 
@@ -14,8 +14,9 @@ command and config where the command knows them).
 
 Kinds: "first_look" (experiments.first_looks --record), "information" (experiments.information
 --record), "protocol" (experiments.report --out DIR --record: results.json with the revising rows
-beside it, the showcase left out and each run's per-update log cut to its explained variance) and "sweep" (the same command on a K sweep's
-folder: its results.json, which holds each seed's thresholds, scores and areas).
+beside it, the showcase left out and each run's per-update log cut to its explained variance) and
+"sweep" (the same command on a K sweep's folder: its results.json, which holds each seed's
+thresholds, scores and areas). Their keys: DETAILS.md, "Records".
 """
 import copy
 import json
@@ -125,7 +126,11 @@ def first_look_tables(record):
               "landing share, span - summed, paired"]
     lines = header([""] + [f"{judges[name]}: `{a}` / `{b}`" for name, (a, b) in PLACEMENT.items()])
     lines += [row([label] + [cells[name][k] for name in PLACEMENT]) for k, label in enumerate(labels)]
-    return [(f"The first look over seeds ({record['task']})", lines)]
+    metric = get_task(record["task"]).PRIMARY
+    return [(f"The first look over seeds ({record['task']}, test {metric}, {len(seeds)} independent seeds; the "
+             f"finding was fixed on seeds {', '.join(map(str, record['confirm']))}): ± the 95% t half-width over "
+             f"seeds; [ ] the t-interval of the mean log ratio, exponentiated; no interval corrected for the "
+             f"others", lines)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,7 +154,9 @@ def information_tables(record):
                               " / ".join(interval(rows[name][0]) for name in group),
                               " / ".join(passed(rows[name][1]) for name in group), rows[group[0]][2]]))
     metric = get_task(record["task"]).PRIMARY
-    return [(f"What each method is given ({record['task']}, test {metric}, {len(record['seeds'])} seeds)", lines)]
+    return [(f"What each method is given ({record['task']}, test {metric}, {len(record['seeds'])} seeds): ± the "
+             f"95% t half-width over seeds; passed: the share of test answers the critic passes (mean over "
+             f"seeds); given: the critic calls and samples a row read, the most over seeds", lines)]
 
 
 # ---------------------------------------------------------------------------------------------
