@@ -245,17 +245,20 @@ def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out,
 
 # ---------------------------------------------------------------------------------------------
 
+def settings(preset_name, task_name, praise):
+    """The run's whole configuration: the preset, with the first look's settings per task (how praise
+    is paid, and no EOS before MIN_NEW_TOKENS) and the reward models' chosen learning rate and steps."""
+    ppo_fields = {**PRESETS[preset_name]["ppo"], "praise": praise, "min_new_tokens": MIN_NEW_TOKENS.get(task_name, 0)}
+    return {**PRESETS[preset_name], "ppo": ppo_fields, "reward": REWARD_CHOICES.get(preset_name, {}).get(task_name, {})}
+
+
 def run(args):
     """The experiment on one task. Each stage is recorded in progress.json when it finishes; with
     --resume, finished stages are loaded from their files instead of run again (a stage that was
     stopped runs again from its start, to the same numbers up to float32 rounding)."""
     task = get_task(args.task)
     praise = args.praise or PRAISE[task.NAME]
-    # the first look's settings per task: how praise is paid, and no EOS before MIN_NEW_TOKENS
-    ppo_fields = {**PRESETS[args.preset]["ppo"], "praise": praise,
-                  "min_new_tokens": MIN_NEW_TOKENS.get(task.NAME, 0)}
-    preset = {**PRESETS[args.preset], "ppo": ppo_fields,
-              "reward": REWARD_CHOICES.get(args.preset, {}).get(task.NAME, {})}
+    preset = settings(args.preset, task.NAME, praise)
     device = pick_device(args.device)
     given_annotations = checked(read_annotations, args.annotations) if args.annotations else None  # before any work
     os.makedirs(args.out, exist_ok=True)
@@ -264,7 +267,7 @@ def run(args):
                                    "praise": praise, "own_annotations": args.own_annotations},
                         args.resume)
     results = {"task": task.NAME, "preset": args.preset, "seed": args.seed, "device": device,
-               "reward_start": args.reward_start, "praise": praise}
+               "reward_start": args.reward_start, "praise": praise, "config": preset}
     path = lambda name: os.path.join(args.out, name)
 
     splits, demonstrations = experiment_splits(task, preset, args.seed)

@@ -42,7 +42,7 @@ from experiments.figures import COLOURS, LABELS, curves_svg, overopt_svg, sft_cu
 from experiments.page import CSS, curves, delta_tokens, legend, num, percentile, row, swatch, table, tokens
 from experiments.run_folder import read_json
 from experiments.summary import summarise
-from experiments.runstate import atomic_save, fail
+from experiments.runstate import atomic_save, commit, fail
 from landing import change_colour
 
 
@@ -417,6 +417,9 @@ def write_record(folder, path):
     beside = {name: read_json(os.path.join(where, f"{name}.json")) if os.path.exists(os.path.join(where, f"{name}.json"))
               else None for name in ("revise", "revise_best")}
     record = records.compact(results, **beside)
+    if "config" not in results:  # a run older than results.json's config: the settings as the code has them now
+        from experiments.protocol import settings
+        record["config"] = {**settings(results["preset"], results["task"], results["praise"]), "read_at": commit()}
     records.write(path, {**record, "command": results.get("command"), "commits": results.get("commits"),
                          "machine": results.get("machine"), "folder": where})
     print(f"record -> {path}; its tables: python -m experiments.report --from {path}")

@@ -349,6 +349,7 @@ def test_own_annotations_give_each_reward_seed_its_draw_and_a_record(run_all, tm
     record = json.loads((tmp_path / "r.json").read_text())
     assert "showcase" not in record["results"] and record["revise_best"] == best and record["revise"] is None
     assert record["results"]["command"].startswith("python -m experiments.protocol") and record["commits"]
+    assert record["results"]["config"]["ppo"]["updates"] == protocol.PRESETS["tiny"]["ppo"]["updates"]
     capsys.readouterr()
     report.main(["--from", str(tmp_path / "r.json")])
     printed = capsys.readouterr().out
