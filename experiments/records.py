@@ -265,6 +265,18 @@ def protocol_tables(record):
                                       for key in ("gold", "proxy", "kl")]) for m in COLUMNS]
         out.append((f"{task} at seed {seed}: gold beside proxy at the last update (validation samples)", lines))
 
+    fit = results["reward_model"]
+    if all(len(fit.get(name, {}).get("seeds", {}).get("positive_f1", [])) > 1 for name in ("cot", "no_cot")):
+        seeded = {name: fit[name]["seeds"] for name in ("cot", "no_cot")}
+        metrics = ("positive_f1", "negative_f1", "exact_span_match")
+        lines = header(["reward model", "praised span F1", "blamed span F1", "exact span match"])
+        lines += [row([f"`{name}`"] + [interval(seeded[name][k]) for k in metrics]) for name in seeded]
+        lines.append(row(["critique - no critique, paired (uncorrected)"] + [stats.difference_text(
+            stats.paired_difference(seeded["cot"][k], seeded["no_cot"][k])) for k in metrics]))
+        out.append((f"{task} at seed {seed}: the reward models' fit on test, mean ± 95% t over "
+                    f"{len(seeded['cot']['positive_f1'])} reward-model seeds; the critique against its ablation",
+                    lines))
+
     for key, title in (("revise_best", "like for like: its own answers the critic judged better"),
                        ("revise", "the reference: a ceiling with more information")):
         revise = record.get(key)
