@@ -31,20 +31,23 @@ import sys
 from experiments import stats
 from experiments.run_folder import read_json
 from experiments.runstate import checked, fail
+from experiments.summary import shared
 from text2grad import METHODS
 
 PLACEMENT = (("text2grad", "text2grad_last"), ("oracle", "oracle_scalar"))  # (every token, last token)
 PAPER = ("text2grad", "ppo_scalar")  # the paper's contrast: placement and judge changed together
 
 
-def paired(a, b, key="scores"):
-    """a - b over the seeds both have, grouped by reward-model seed (stats.paired_difference); the two
-    runs must have read the same reward model at every seed."""
+def paired(a, b, names, key="scores"):
+    """a - b over the seeds both have (stats.paired_difference), grouped by reward-model seed when one
+    of the methods `names` reads a learned model (summary.shared; the critic's runs share nothing); the
+    two runs must have read the same reward model at every seed."""
     n = min(len(a[key]), len(b[key]))
     if a["reward_seeds"][:n] != b["reward_seeds"][:n]:
         fail(f"the runs read different reward-model seeds ({a['reward_seeds'][:n]} against {b['reward_seeds'][:n]}): "
              "resume the GRPO run with the PPO run's --reward-seeds")
-    return stats.paired_difference(a[key][:n], b[key][:n], a["reward_seeds"][:n])
+    learned = shared({name: a for name in names}, *names)
+    return stats.paired_difference(a[key][:n], b[key][:n], None if learned is None else learned[:n])
 
 
 def heights(method):
@@ -84,10 +87,10 @@ def table(title, block, grpo_blocks):
         a, b = ppo[name], grpo[name]
         n = min(len(a["scores"]), len(b["scores"]))  # the seeds both ran: every column reads the same ones
         (ma, ha), (mb, hb) = stats.mean_ci95(a["scores"][:n]), stats.mean_ci95(b["scores"][:n])
-        height = stats.paired_difference(heights(b)[:n], heights(a)[:n], b["reward_seeds"][:n])
+        height = paired({**b, "height": heights(b)}, {**a, "height": heights(a)}, [name], "height")
         ev = sum(a["explained_variance"][:n]) / n
         steps = (updates(block, name, n, level), updates(grpo_blocks["token"], name, n, level))
-        rows[name] = {"ppo": ma, "grpo": mb, "grpo_minus_ppo": paired(b, a), "height": height, "ev": ev, "updates": steps}
+        rows[name] = {"ppo": ma, "grpo": mb, "grpo_minus_ppo": paired(b, a, [name]), "height": height, "ev": ev, "updates": steps}
         print(f"{name:15s} {ma:7.3f} ± {ha:.3f} ({a['lambda']:<4}) {mb:9.3f} ± {hb:.3f} ({b['group']:<2})  "
               f"{stats.difference_text(rows[name]['grpo_minus_ppo']):>26s} {stats.difference_text(height):>26s}"
               f" {'/'.join(steps):>8s} {ev:5.2f}")
@@ -95,13 +98,13 @@ def table(title, block, grpo_blocks):
     print("\nplacement, every token - last token, and the paper's contrast (paired by seed):")
     for every, last in (*PLACEMENT, PAPER):
         for optimiser, methods in (("PPO", ppo), ("GRPO", grpo)):
-            placement[f"{optimiser}: {every} - {last}"] = d = paired(methods[every], methods[last])
+            placement[f"{optimiser}: {every} - {last}"] = d = paired(methods[every], methods[last], [every, last])
             print(f"  {optimiser:5s} {every} - {last}".ljust(40) + stats.difference_text(d))
     if "response" in runs:
         print("\nthe collapse (--per response): each span method's rewards summed before normalising, beside its "
               "own reward on the last token")
         for every, last in PLACEMENT:
-            d = paired(runs["response"][every], grpo[last])
+            d = paired(runs["response"][every], grpo[last], [every, last])
             placement[f"GRPO summed: {every} - {last}"] = d
             curves = [m["curves"] if "curves" in m else [m["curve"]]  # a sweep keeps the mean curve only
                       for m in (runs["response"][every], grpo[last])]

@@ -140,3 +140,14 @@ def test_a_nan_score_is_refused_not_read_as_a_tie():
     assert stats.paired_difference([0.5, 0.7], [0.4, 0.6])["verdict"] != "lower"
     with pytest.raises(ValueError, match="NaN"):
         stats.paired_difference([math.nan, 0.7, 0.6], [0.4, 0.6, 0.5])
+
+
+def test_the_critics_runs_are_their_own_units_a_learned_judges_share_their_model():
+    from experiments import optimisers
+    a = {"scores": [0.5, 0.7, 0.6, 0.9], "reward_seeds": [1, 1, 2, 2]}
+    b = {"scores": [0.4, 0.4, 0.4, 0.4], "reward_seeds": [1, 1, 2, 2]}
+    assert optimisers.paired(a, b, ["oracle", "oracle_scalar"])["units"] == 4
+    learned = optimisers.paired(a, b, ["text2grad", "text2grad_last"])
+    # units: (0.1 + 0.3) / 2 and (0.2 + 0.5) / 2, by hand
+    assert learned["units"] == 2 and learned["mean"] == pytest.approx((0.2 + 0.35) / 2)
+    assert optimisers.paired(a, b, ["oracle", "text2grad"])["units"] == 2  # one side reads a model
