@@ -31,7 +31,7 @@ import sys
 from experiments import stats
 from experiments.run_folder import read_json
 from experiments.runstate import checked, fail
-from experiments.summary import shared
+from experiments.summary import reads_a_model
 from text2grad import METHODS
 
 PLACEMENT = (("text2grad", "text2grad_last"), ("oracle", "oracle_scalar"))  # (every token, last token)
@@ -46,8 +46,8 @@ def paired(a, b, names, key="scores"):
     if a["reward_seeds"][:n] != b["reward_seeds"][:n]:
         fail(f"the runs read different reward-model seeds ({a['reward_seeds'][:n]} against {b['reward_seeds'][:n]}): "
              "resume the GRPO run with the PPO run's --reward-seeds")
-    learned = shared({name: a for name in names}, *names)
-    return stats.paired_difference(a[key][:n], b[key][:n], None if learned is None else learned[:n])
+    groups = a["reward_seeds"][:n] if any(reads_a_model(name) for name in names) else None
+    return stats.paired_difference(a[key][:n], b[key][:n], groups)
 
 
 def heights(method):

@@ -28,8 +28,13 @@ def shared(methods, *names):
     its runs share, so runs on one model are averaged into one unit (stats.unit_means). None when
     the critic judges every one of `names`: the critic's runs read no reward model and share
     nothing, so each seed is its own unit."""
-    learned = [name for name in names if name in METHODS and METHODS[name][0] != "critic"]
+    learned = [name for name in names if reads_a_model(name)]
     return methods[learned[0]].get("reward_seeds") if learned else None
+
+
+def reads_a_model(name):
+    """Whether method `name` is judged by a learned reward model (METHODS), not by the critic."""
+    return name in METHODS and METHODS[name][0] != "critic"
 
 
 def summarise_methods(methods):

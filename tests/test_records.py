@@ -82,7 +82,7 @@ def test_write_refuses_a_record_past_the_limit_and_writes_nothing(tmp_path, monk
     (None, "cannot read"), ("{", "not JSON"), ('{"kind": "other"}', "not a record"),
     ("[" * 100000 + "]" * 100000, "nested too deep"),
     ('{"kind": "information", "first_look": {"gold": []}}', "lacks what its tables need"),
-    ('{"kind": "protocol", "results": {"methods": {"sft": {"scores": [NaN]}}}}', "lacks what its tables need")])
+    ('{"kind": "protocol", "results": {"methods": {"sft": {"scores": [0.5]}}}}', "lacks what its tables need")])
 def test_report_from_a_bad_record_is_one_line(tmp_path, capsys, content, message):
     path = tmp_path / "r.json"
     if content is not None:
@@ -185,6 +185,7 @@ def test_a_stage_keeps_the_commit_its_process_started_at(tmp_path, monkeypatch):
 
 
 def test_a_record_of_a_run_older_than_its_config_gets_the_settings_and_says_when(tmp_path, capsys):
+    from experiments import runstate
     from experiments.presets import PRESETS
     folder = tmp_path / "code"
     folder.mkdir()
@@ -193,7 +194,7 @@ def test_a_record_of_a_run_older_than_its_config_gets_the_settings_and_says_when
     report.write_record(str(folder), str(tmp_path / "r.json"))
     config = json.loads((tmp_path / "r.json").read_text())["config"]
     assert config["ppo"]["updates"] == PRESETS["tiny"]["ppo"]["updates"] and config["ppo"]["praise"] == "phrase"
-    assert config["read_at"]  # the commit whose settings these are, not the run's
+    assert config["read_at"] == runstate.commit()  # the commit whose settings these are, not the run's
 
 
 def test_the_reward_models_fit_and_the_critique_against_its_ablation_by_hand():
