@@ -1,21 +1,22 @@
 """landing.py: where one PPO update moved log pi, token by token. Text2Grad's claim, measured.
 
 The paper's mechanism is that the critique decides where the gradient lands: the blamed tokens
-are pushed down and the rest are left alone, where a reward summed on the last token pushes a
-whole answer. After GAE, the value function and the whitening of advantages (ppo.py) that is a
-claim to check, not a given. The first look checks it on its own runs: every method's first
-update trains on the same sampled answers (one SFT policy, one seed), so the change of
-log pi(y_t) that each update made can be set beside what the critic blamed in them:
+are pushed down, the praised ones up and the rest left alone, where a reward summed on the last
+token pushes a whole answer one way. After GAE, the value function and the whitening of advantages
+(ppo.py) that is a claim to check, not a given. The first look checks it on its own runs: every
+method's first update trains on the same sampled answers (one SFT policy, one seed), so the change
+of log pi(y_t) that each update made can be set beside what the critic said of the same tokens:
 
-    change_t       = log pi_after(y_t) - log pi_before(y_t)     for each response token y_t
-    landing share  = sum_{t blamed} (-change_t) / sum_t |change_t|  (the EOS left out)
+    change_t   = log pi_after(y_t) - log pi_before(y_t)     for each response token y_t
+    agreement  = sum_t sign(delta_t) * change_t / sum_t |change_t|   (the EOS left out)
 
-the share of all the movement that is blamed tokens falling: 1 if the update moved nothing but the
-blamed tokens, and down; about the blamed tokens' share of the tokens if it pushed every token of
-an answer alike; below 0 if the blamed tokens rose. The lab reads the same numbers with intervals
-(python -m experiments.credit_landing); the drawing at the end of this file is plumbing.
+summed over the update's answers: the share of all the movement that went the way the critique
+asks, praised tokens rising and blamed ones falling, minus the share that went against it. 1 if
+the update moved nothing but criticised tokens, each the way asked; 0 if it moved only tokens the
+critique is silent on; -1 if it moved only criticised tokens, each the other way. Its baseline,
+`even`: an update that moves every token of an answer by one amount, up or down as the answer's
+deltas net. The drawing at the end is plumbing.
 """
-import os
 from html import escape
 
 import torch
@@ -47,36 +48,26 @@ def first_update(task, tokenizer, examples, batch, model, temperature):
             "pieces": [tokenizer.pieces(answer) for answer in ids]}
 
 
-def per_answer(change, delta, text):
-    """What the landing share needs of each answer (row), as lists: the net fall of its blamed
-    tokens (sum of -change_t where delta_t < 0), its movement (sum of |change_t|), its blamed
-    tokens and its tokens. change, delta, text (B, N), text 1 on the response tokens."""
-    blamed = text * (delta < 0)
-    return {"fall": (-change * blamed).sum(1).tolist(),
-            "movement": (change.abs() * text).sum(1).tolist(),
-            "blamed": blamed.sum(1).tolist(), "tokens": text.sum(1).tolist()}
-
-
-def landing_share(parts, rows=None):
-    """sum fall / sum movement over the answers `rows` (all by default) of per_answer's parts: the
-    share of all the movement that is blamed tokens falling; 0 when nothing moved."""
-    rows = range(len(parts["fall"])) if rows is None else rows
-    movement = sum(parts["movement"][i] for i in rows)
-    return sum(parts["fall"][i] for i in rows) / movement if movement else 0.0
+def agreement(change, delta, text):
+    """sum_t sign(delta_t) change_t / sum_t |change_t| over every answer's response tokens; 0
+    when nothing moved. change, delta, text (B, N), text 1 on the response tokens."""
+    movement = (change.abs() * text).sum()
+    return ((torch.sign(delta) * change * text).sum() / movement).item() if movement else 0.0
 
 
 def landed(first):
-    """first_update's numbers: the landing share, the blamed tokens' share of the tokens (what the
-    landing share would be if every token fell alike), and the mean change of log pi on the
-    blamed tokens and on the others."""
+    """first_update's numbers: the agreement with the critique, the answers it was read on, its
+    baseline `even` (each answer's tokens moved alike, by one amount, the way its deltas net:
+    sum_i |sum_t sign(delta_it)| / sum_i tokens_i), and the mean change of log pi on the blamed,
+    the praised and the other tokens."""
     change, delta, text = first["change"], first["delta"], first["text"]
-    parts = per_answer(change, delta, text)
-    blamed = text * (delta < 0)
-    others = text - blamed
-    return {"landing_share": landing_share(parts),
-            "blamed_tokens": sum(parts["blamed"]) / max(1, sum(parts["tokens"])),
-            "blamed_change": ((change * blamed).sum() / blamed.sum().clamp(min=1)).item(),
-            "others_change": ((change * others).sum() / others.sum().clamp(min=1)).item()}
+    groups = {"blamed": text * (delta < 0), "praised": text * (delta > 0)}
+    groups["others"] = text - groups["blamed"] - groups["praised"]
+    means = {f"{name}_change": ((change * where).sum() / where.sum().clamp(min=1)).item()
+             for name, where in groups.items()}
+    net = (torch.sign(delta) * text).sum(1).abs().sum()  # each answer moved alike: even
+    return {"agreement": agreement(change, delta, text), "answers": len(text),
+            "even": (net / text.sum().clamp(min=1)).item(), **means}
 
 
 # METHOD: how soon a method fixes what the critique names, and what the first look prints
@@ -96,10 +87,23 @@ def updates_to_hold(curve, start, hold=HOLD):
     return curve[held][0] if held < len(curve) else curve[-1][0] + 1
 
 
+def finding(held, contrasts):
+    """The first look's finding in one sentence, from the holds {method: updates}: for each
+    placement contrast {judge: (span method, summed method)}, how many updates sooner (or later)
+    the span method held HOLD of the gap than the same scores summed on the last token."""
+    said = []
+    for judge, (span, summed) in contrasts.items():
+        gap = held[summed] - held[span]
+        how = f"{abs(gap)} update{'s' * (abs(gap) != 1)} {'sooner' if gap > 0 else 'later'}"
+        said.append(f"{how if gap else 'at the same update'} with {judge} "
+                    f"({held[span]} against {held[summed]})")
+    return f"Span rewards held {HOLD:.0%} of the gap " + " and ".join(said) + "."
+
+
 def report(table, landed, task, config, methods, contrasts):
     """What the first look prints: each method's test curve and the updates it needs to hold
-    HOLD of the gap; the finding (span rewards against the same scores summed on the last token);
-    then where each method's first update landed. One seed: README gives the spread over ten."""
+    HOLD of the gap; the finding in one sentence (span rewards against the same scores summed on
+    the last token); then where each method's first update moved log pi."""
     start = table["sft"]["test"][0]
     print(f"\n{task.NAME}, seed {config.seed}: test {task.PRIMARY} before PPO and after every "
           f"{config.eval_every} update(s); 'hold': the updates to reach {HOLD:.0%} of the way "
@@ -113,35 +117,29 @@ def report(table, landed, task, config, methods, contrasts):
         held[method] = updates_to_hold(curve, start) if method != "sft" else None
         print(f"{method:15s} {judge:6s} {where:5s} {lam:>6} {held[method] or '-':>4}  "
               + " ".join(f"{test:.2f}".lstrip("0") for _, test in curve))
-    print(f"\nPlacement: the updates to hold {HOLD:.0%}, span rewards against the same scores "
-          f"summed on the last token (one seed; README: over ten seeds)")
-    for name in ("placement, learned", "placement, critic"):
-        span, summed = contrasts[name]
-        if span in held and summed in held:
-            ends = f"test at the end {table[span]['test'][0]:.3f} vs {table[summed]['test'][0]:.3f}"
-            print(f"  {name:19s} {span} {held[span]:2d} updates, {summed} {held[summed]:2d}: "
-                  f"ratio {held[summed] / max(held[span], 1):.1f}; {ends}")
+    judges = {"the learned judge": contrasts["placement, learned"],
+              "the critic": contrasts["placement, critic"]}
+    judges = {judge: pair for judge, pair in judges.items() if set(pair) <= set(held)}
+    if judges:
+        print(f"\n{finding(held, judges)}\nOne seed, at PPO batch {config.ppo_batch_size} and lr "
+              f"{config.ppo_lr:g}: a draw (README: the spread over seeds; RESULTS: other settings)")
     if not landed:
         return
-    blamed = next(iter(landed.values()))["blamed_tokens"]
-    print(f"\nWhere the first update landed: the share of the change of log pi that is blamed "
-          f"tokens falling, on the same {config.ppo_batch_size} sampled answers for every method "
-          f"({blamed:.0%} of their tokens blamed by the critic)")
-    print(f"{'method':15s} {'landing share':>13s} {'change of log pi: blamed':>25s} {'others':>8s}")
+    even = next(iter(landed.values()))["even"]
+    print(f"\nWhere the first update moved log pi, on the same {config.ppo_batch_size} sampled "
+          f"answers for every method: its agreement with the critic's deltas, 1 if it moved only "
+          f"criticised tokens and each the way asked ({even:.2f} if it moved each answer evenly)")
+    print(f"{'method':15s} {'agreement':>9s}  {'change of log pi: blamed':>24s} {'praised':>8s} "
+          f"{'others':>8s}")
     for method, row in landed.items():
-        print(f"{method:15s} {row['landing_share']:13.2f} {row['blamed_change']:25.3f} "
-              f"{row['others_change']:8.3f}")
+        print(f"{method:15s} {row['agreement']:9.2f}  {row['blamed_change']:24.3f} "
+              f"{row['praised_change']:8.3f} {row['others_change']:8.3f}")
 
 
 # PLUMBING: the drawing, first_look.svg: the test curves, then one answer token by token
 
 COLOURS = {"scalar": "#e08a1e", "cot": "#1f6fb4", "critic": "#2f9e44"}  # by who judges
 FONT, CHAR = 13, 7.8  # monospace font size and the width of one character, in pixels
-
-
-def writable(path):
-    """Whether a file can be written at path (its folder exists and is writable)."""
-    return os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
 
 
 def delta_colour(delta):
@@ -175,7 +173,7 @@ def draw(path, table, first, task, config, methods):
     """first_look.svg: each method's test curve (colour: who judges; dashed: the last token),
     then one answer of the first update (the shortest the critic blamed and praised), its tokens
     coloured by the critic's delta_t and by how far each method's update moved log pi, beside
-    the answer's mean change on its blamed and other tokens and the batch's landing share."""
+    the answer's mean change on its blamed and other tokens and the batch's agreement."""
     curves = {m: [point[2] for point in table[m]["curve"]] for m in methods if m in table}
     low = min(map(min, curves.values()))
     high = max(map(max, curves.values())) + 1e-9
@@ -217,7 +215,7 @@ def draw(path, table, first, task, config, methods):
         hit = torch.tensor(delta[:len(pieces)]) < 0
         means = [change[where].mean().item() if where.any() else 0.0 for where in (hit, ~hit)]
         svg += [f'<text x="{end:.0f}" y="{368 + 26 * k}">blamed {means[0]:+.3f}, others '
-                f'{means[1]:+.3f}; landing share {landed(first[method])["landing_share"]:.2f}'
+                f'{means[1]:+.3f}; agreement {landed(first[method])["agreement"]:.2f}'
                 f'</text>']
     width = max(860, end + 360)
     height = 388 + 26 * len(shown)

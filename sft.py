@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from model import generate
+from data import document
+from model import GPT, GPTConfig, generate
 
 MAX_NEW_TOKENS = 64  # longest response the policy may write; demonstrations fit well inside
 
@@ -119,6 +120,21 @@ def train_sft(model, tokenizer, examples, steps, batch_size, lr, device, seed, e
 
 
 # Evaluation: greedy responses scored by the task metric and read by the critic
+
+def sft_policy(config, task, tokenizer, demonstrations):
+    """A new GPT of config's sizes (text2grad.Config), pretrained on the task's correct text, then
+    SFT on the flawed demonstrations (sft_on "references": the references RL is denied)."""
+    policy = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=config.block_size,
+                           n_layer=config.n_layer, n_head=config.n_head,
+                           n_embd=config.n_embd)).to(config.device)
+    train_sft(policy, tokenizer, demonstrations, config.pretrain_steps, config.batch_size,
+              config.lr, config.device, config.seed,
+              document=lambda e, rng: document(task, e, rng), desc="pretraining")
+    clean = (lambda e, rng: [(e.prompt, e.reference)]) if config.sft_on == "references" else None
+    train_sft(policy, tokenizer, demonstrations, config.sft_steps, config.batch_size, config.lr,
+              config.device, config.seed, document=clean)
+    return policy
+
 
 def response_ids(tokenizer, tokens, mask):
     """Rows of sampled tokens (B, N) -> token-id lists of the responses, EOS and padding dropped."""

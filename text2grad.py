@@ -14,25 +14,24 @@ most of the gap to all right, and where its first update moved log pi. Seeds, in
 lambda grid (LAMBDAS) and the ablations are the lab's (`python -m experiments.first_looks`;
 experiments/information.py for what each method is given).
 """
-import argparse
 import copy
 import dataclasses
-import inspect
-import re
+import os
 import time
 
 import torch
 
+import flags
 import guards
 import landing
 import ppo
 from align import align
-from data import TASKS, document, experiment_splits, get_task
+from data import TASKS, experiment_splits, get_task
 from data.annotations import annotate
 from data.tokenizer import Tokenizer, training_texts
-from model import GPT, GPTConfig, pick_device
+from model import pick_device
 from reward import RewardModel, encode_records, evaluate_reward_model, train_reward_model
-from sft import MAX_NEW_TOKENS, evaluate, respond, response_ids, train_sft
+from sft import MAX_NEW_TOKENS, evaluate, respond, response_ids, sft_policy
 
 
 @dataclasses.dataclass
@@ -171,28 +170,10 @@ def reward_function(method, task, tokenizer, examples, reward_models, shaping=No
 
 # METHOD: the stages, top to bottom
 
-def sft_policy(config, task, tokenizer, demonstrations):
-    """Pretraining on the task's correct text, then SFT on the flawed demonstrations (or, with
-    config.sft_on "references", on the clean references that every RL method is denied)."""
-    policy = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=config.block_size,
-                           n_layer=config.n_layer, n_head=config.n_head,
-                           n_embd=config.n_embd)).to(config.device)
-    train_sft(policy, tokenizer, demonstrations, config.pretrain_steps, config.batch_size,
-              config.lr, config.device, config.seed,
-              document=lambda e, rng: document(task, e, rng), desc="pretraining")
-    clean = (lambda e, rng: [(e.prompt, e.reference)]) if config.sft_on == "references" else None
-    train_sft(policy, tokenizer, demonstrations, config.sft_steps, config.batch_size, config.lr,
-              config.device, config.seed, document=clean)
-    return policy
-
-
-def run(config):
-    """The method on one task, stage by stage, printing what each stage made, the curves, how
-    soon each method held most of the gap, and where each first update landed. Returns (table,
-    landed): table[method] = {"lambda", "curve": [(update, validation score, test score, test
-    watched share)], "test": (score, share)}; landed[method]: landing.landed's numbers."""
-    task, device, start = get_task(config.task), config.device, time.time()
-    say = lambda message: print(f"[{task.NAME} {time.time() - start:4.0f}s] {message}")
+def prepare(config, say=print):
+    """The stages every method shares, top to bottom: data and tokenizer, the SFT policy, the
+    critic's annotations, the reward models. Returns them by name for train_method."""
+    task, device = get_task(config.task), config.device
     torch.manual_seed(config.seed)
     watched, watched_name = task.WATCHED  # what the curves are read beside (data/__init__.py)
     chosen = METHODS if config.methods == "all" else config.methods.split(",")
@@ -208,6 +189,10 @@ def run(config):
     # data and tokenizer: the tokenizer reads the training split only
     splits, demonstrations = experiment_splits(task, dataclasses.asdict(config), config.seed)
     tokenizer = Tokenizer.train(training_texts(task, splits["train"]), config.vocab_size)
+    longest = max(len(tokenizer.prompt(e.prompt)) for split in splits.values() for e in split)
+    if longest + MAX_NEW_TOKENS > config.block_size:  # PLUMBING: refused before any training
+        raise ValueError(f"block_size {config.block_size} is shorter than the longest prompt "
+                         f"({longest} tokens) and {MAX_NEW_TOKENS} new tokens")
 
     policy = sft_policy(config, task, tokenizer, demonstrations)
     sft_point = point(policy)
@@ -245,92 +230,111 @@ def run(config):
             say(f"reward model {name}: test correlation with its target "
                 f"{metrics['score_correlation']:.3f}")
         reward_models[name] = model
+    return {"task": task, "methods": methods, "splits": splits, "tokenizer": tokenizer,
+            "policy": policy, "sft_point": sft_point, "point": point, "shaping": shaping,
+            "reward_models": reward_models}
 
-    # PPO from the SFT policy with each method's reward: the same prompts and seed for every
-    # method, so their first update samples the same answers; landing.py reads that update
-    prompts = [tokenizer.prompt(e.prompt) for e in splits["train"]]
+
+def train_method(config, shared, method):
+    """PPO from the SFT policy with method's reward (config's PPO fields), the same prompts and
+    seed for every method, so their first updates sample the same answers. Returns (row, first):
+    row {"lambda", "curve": [(update, validation, test, test watched share)], "test": (score,
+    share) after the last update}; first: landing.first_update's numbers."""
+    task, tokenizer, splits = shared["task"], shared["tokenizer"], shared["splits"]
+    judge, where = METHODS[method]
     min_new_tokens = (MIN_NEW_TOKENS.get(task.NAME, 0) if config.min_new_tokens is None
                       else config.min_new_tokens)
+    ppo_config = ppo.PPOConfig(
+        updates=config.updates, batch_size=config.ppo_batch_size,
+        minibatch_size=config.minibatch_size, lr=config.ppo_lr,
+        lam=LAMBDAS[task.NAME][method] if config.lam is None else config.lam,
+        max_new_tokens=MAX_NEW_TOKENS,
+        min_new_tokens=min_new_tokens, compile=config.compile, advantage=config.advantage,
+        group=config.group, per=config.per if where == "every" else "response")
+    reward = reward_function(method, task, tokenizer, splits["train"], shared["reward_models"],
+                             shared["shaping"])
+    first = {}
+
+    def watch(update, indices, batch, model):  # landing.py reads the first update
+        if update == 1:
+            examples = [splits["train"][i] for i in indices]
+            first.update(landing.first_update(task, tokenizer, examples, batch, model,
+                                              ppo_config.temperature))
+
+    prompts = [tokenizer.prompt(e.prompt) for e in splits["train"]]
+    policy = shared["policy"]
+    trained = ppo.PolicyWithValue(copy.deepcopy(policy), ppo_config.detach_value)
+    curve, _, _ = ppo.train(trained, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id,
+                            ppo_config, seed=config.seed, evaluate=shared["point"],
+                            eval_every=config.eval_every, desc=f"ppo {method}", watch=watch)
+    lam = ppo_config.lam if config.advantage == "gae" else None
+    return {"lambda": lam, "curve": curve, "test": curve[-1][2:]}, first
+
+
+def run(config):
+    """The method on one task, stage by stage, printing what each stage made, the curves, how
+    soon each method held most of the gap, and where each first update moved log pi. Returns
+    (table, landed): table[method] = train_method's row ("sft": the SFT policy's); landed[method]:
+    landing.landed's numbers."""
+    start = time.time()
+    say = lambda message: print(f"[{config.task} {time.time() - start:4.0f}s] {message}")
+    shared = prepare(config, say)
+    task, sft_point = shared["task"], shared["sft_point"]
     table = {"sft": {"lambda": None, "curve": [(0, *sft_point)], "test": sft_point[1:]}}
-    first = {}  # method -> where its first update landed (landing.first_update)
-    for method, (judge, where) in methods.items():
-        ppo_config = ppo.PPOConfig(
-            updates=config.updates, batch_size=config.ppo_batch_size,
-            minibatch_size=config.minibatch_size, lr=config.ppo_lr,
-            lam=LAMBDAS[task.NAME][method] if config.lam is None else config.lam,
-            max_new_tokens=MAX_NEW_TOKENS,
-            min_new_tokens=min_new_tokens, compile=config.compile, advantage=config.advantage,
-            group=config.group, per=config.per if where == "every" else "response")
-        reward = reward_function(method, task, tokenizer, splits["train"], reward_models, shaping)
-
-        def watch(update, indices, batch, model):
-            if update == 1:
-                examples = [splits["train"][i] for i in indices]
-                first[method] = landing.first_update(task, tokenizer, examples, batch, model,
-                                                     ppo_config.temperature)
-
-        trained = ppo.PolicyWithValue(copy.deepcopy(policy), ppo_config.detach_value)
-        curve, _, _ = ppo.train(trained, policy, prompts, reward, tokenizer.eos_id,
-                                tokenizer.pad_id, ppo_config, seed=config.seed, evaluate=point,
-                                eval_every=config.eval_every, desc=f"ppo {method}", watch=watch)
-        test = curve[-1][2:]  # the last point is after the last update
-        table[method] = {"lambda": ppo_config.lam if config.advantage == "gae" else None,
-                         "curve": curve, "test": test}
-        say(f"PPO {method}: test {task.PRIMARY} {test[0]:.3f}; {watched_name}: {test[1]:.0%}")
+    first = {}  # method -> where its first update moved log pi (landing.first_update)
+    for method in shared["methods"]:
+        table[method], first[method] = train_method(config, shared, method)
+        test = table[method]["test"]
+        say(f"PPO {method}: test {task.PRIMARY} {test[0]:.3f}; {task.WATCHED[1]}: {test[1]:.0%}")
 
     landed = {method: landing.landed(measured) for method, measured in first.items()}
     landing.report(table, landed, task, config, METHODS, CONTRASTS)
     if config.figure:
-        landing.draw(config.figure, table, first, task, config, methods)
+        landing.draw(config.figure, table, first, task, config, shared["methods"])
         print(f"drawn: {config.figure} (open it in a browser)")
     return table, landed
 
 
-# PLUMBING: the command line, every flag a Config field with its comment as its help line
+# PLUMBING: the command line (flags.py), every flag a Config field, checked before any work
 
-def field_help(cls):
-    """{field name: its comment} read from cls's source, a comment continued on the lines below
-    it at the same column: the comments are the one source of the help lines."""
-    helps, name, column = {}, None, None
-    for line in inspect.getsource(cls).splitlines():
-        field = re.match(r"\s+(\w+): [^#]+#\s*(.*)", line)
-        if field:
-            name, column = field.group(1), line.index("#")
-            helps[name] = field.group(2)
-        elif name and line.find("#") == column and not line[:column].strip():
-            helps[name] += " " + line[column + 1:].strip()
-        else:
-            name = None
-    return helps
+def refused(config):
+    """Why a run cannot use config, in one line (None if it can): fields that do not fit
+    together (flags.out_of_range checks each field alone)."""
+    unknown = set(config.methods.split(",")) - set(METHODS) - {"all"}
+    rollout = config.ppo_batch_size // (config.group if config.advantage == "grpo" else 1)
+    if unknown:
+        return (f"--methods {config.methods}: {', '.join(sorted(unknown))} is not a method; "
+                f"choose from {', '.join(METHODS)}, or all")
+    if config.n_embd % config.n_head:
+        return f"--n-embd {config.n_embd} must divide by --n-head {config.n_head} (the heads)"
+    if config.minibatch_size > config.ppo_batch_size:
+        return f"--minibatch-size {config.minibatch_size} is more than --ppo-batch-size"
+    if config.advantage == "grpo" and (config.group < 2 or config.ppo_batch_size % config.group):
+        return "--advantage grpo needs --group of at least 2 dividing --ppo-batch-size"
+    if rollout > config.train:
+        return f"--ppo-batch-size {config.ppo_batch_size}: {rollout} prompts, over --train"
+    folder = os.path.dirname(os.path.abspath(config.figure))
+    if config.figure and not os.access(folder, os.W_OK):
+        return f"--figure {config.figure}: not in a folder this run can write to; '' for none"
+    return None
 
 
 def main(argv=None):
     """Every Config field is a flag: --task code, --updates 24, --compile, ..."""
-    parser = argparse.ArgumentParser(prog="text2grad.py", description=__doc__.split("\n\n")[0])
-    helps, others = field_help(Config), SIZES["summarize"]
-    for field in dataclasses.fields(Config):
-        kind = {"action": argparse.BooleanOptionalAction} if field.type is bool else {
-            "type": field.type}
-        default = "" if field.type is bool else f" (default: {field.default!r}" + (
-            f"; summarize, code, qa: {others[field.name]!r})" if field.name in others else ")")
-        parser.add_argument(f"--{field.name.replace('_', '-')}", default=argparse.SUPPRESS,
-                            choices=CHOICES.get(field.name), help=helps[field.name] + default,
-                            **kind)
+    parser = flags.parser(Config, "text2grad.py", __doc__.split("\n\n")[0], CHOICES,
+                          SIZES["summarize"], "summarize, code, qa")
     config = first_look_config(**vars(parser.parse_args(argv)))  # the flags given, then SIZES
-    unknown = set(config.methods.split(",")) - set(METHODS) if config.methods != "all" else set()
-    if unknown:
-        parser.error(f"--methods {config.methods}: {', '.join(sorted(unknown))} is not a method; "
-                     f"choose from {', '.join(METHODS)}, or all")
-    if config.advantage == "grpo" and (config.group < 2 or config.ppo_batch_size % config.group):
-        parser.error("--advantage grpo needs --group of at least 2 dividing --ppo-batch-size")
-    if config.figure and not landing.writable(config.figure):
-        parser.error(f"--figure {config.figure}: not in a folder this run can write to; "
-                     "name another, or '' for none")
+    why = flags.out_of_range(config) or refused(config)
+    if why:
+        parser.error(why)
     try:
         config.device = pick_device(config.device)
     except ValueError as error:
         parser.error(str(error))
-    return run(config)
+    try:
+        return run(config)
+    except ValueError as error:  # a setting only the data can refuse (a prompt past the block)
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
 
 
 if __name__ == "__main__":

@@ -159,6 +159,35 @@ def test_value_command_needs_a_finished_run(tmp_path, capsys):
     (["--device", "cuda:99"], "--device cuda:99 is not a device torch can use here"),
     (["--updates", "many"], "argument --updates: invalid int value: 'many'"),
     (["--figure", "/no/such/folder/look.svg"], "--figure /no/such/folder/look.svg: not in a folder this run can write to"),
+    # each field's range (flags.out_of_range): counts at least 1, a seed at least 0, rates above 0
+    (["--updates", "0"], "--updates 0: must be at least 1"),
+    (["--ppo-batch-size", "0"], "--ppo-batch-size 0: must be at least 1"),
+    (["--test", "-3"], "--test -3: must be at least 1"),
+    (["--seed", "-1"], "--seed -1: must be at least 0"),
+    (["--vocab-size", "100"], "--vocab-size 100: must be at least 262"),
+    (["--min-new-tokens", "-1"], "--min-new-tokens -1: must be at least 0 and at most 63"),
+    (["--min-new-tokens", "64"], "--min-new-tokens 64: must be at least 0 and at most 63"),
+    (["--lam", "2"], "--lam 2.0: must be from 0 to 1"),
+    (["--lam", "nan"], "--lam nan: must be from 0 to 1"),
+    (["--ppo-lr", "0"], "--ppo-lr 0.0: must be above 0 and finite"),
+    (["--lr", "inf"], "--lr inf: must be above 0 and finite"),
+    (["--reward-lr=-1e-3"], "--reward-lr -0.001: must be above 0 and finite"),
+    # fields that must fit together (text2grad.refused)
+    (["--n-embd", "7"], "--n-embd 7 must divide by --n-head 4"),
+    (["--minibatch-size", "32"], "--minibatch-size 32 is more than --ppo-batch-size"),
+    (["--advantage", "grpo", "--group", "5"], "--advantage grpo needs --group of at least 2 dividing"),
+    (["--advantage", "grpo", "--group", "1"], "--advantage grpo needs --group of at least 2 dividing"),
+    (["--train", "8"], "--ppo-batch-size 16: 16 prompts, over --train"),
 ])
-def test_the_first_look_refuses_bad_flags_in_one_line(capsys, argv, message):
+def test_the_first_look_refuses_bad_flags_in_one_line(capsys, monkeypatch, argv, message):
+    monkeypatch.setattr(text2grad, "run", None)  # refused before any work: nothing may run
     assert message in run_fails(capsys, argv, text2grad.main)
+
+
+def test_a_prompt_past_the_block_is_one_line_before_any_training(capsys, monkeypatch):
+    # only the data can tell (the prompts' lengths in tokens); refused before pretraining starts
+    monkeypatch.setattr(text2grad, "sft_policy", None)
+    err = run_fails(capsys, ["--block-size", "80", "--figure", "", "--demonstrations", "200",
+                             "--train", "50", "--annotated", "50"], text2grad.main)
+    assert "text2grad.py: error: block_size 80 is shorter than the longest prompt" in err
+    assert "usage" not in err and err.count("\n") == 1

@@ -5,6 +5,7 @@ import re
 import pytest
 import torch
 
+import flags
 import guards
 import landing
 import ppo
@@ -15,22 +16,38 @@ from data.tokenizer import Tokenizer, training_texts
 from model import GPT, GPTConfig
 
 
-def test_landing_share_by_hand():
+def test_agreement_by_hand():
     # two answers; the last column of the first is its EOS (not a response token), the second has
-    # two tokens. Blamed: positions 0 and 2 of the first, 1 of the second.
+    # two tokens. Blamed: positions 0 and 2 of the first, 1 of the second; praised: 1 of the first.
     change = torch.tensor([[-0.2, 0.1, -0.3, 0.4], [0.05, -0.05, 0.0, 0.0]])
-    delta = torch.tensor([[-1.0, 0.0, -1.0, 0.0], [0.0, -1.0, 0.0, 0.0]])
+    delta = torch.tensor([[-1.0, 1.0, -1.0, 0.0], [0.0, -1.0, 0.0, 0.0]])
     text = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
     numbers = landing.landed({"change": change, "delta": delta, "text": text})
-    # the blamed tokens fall by 0.2 + 0.3 + 0.05; every token moves by 0.2 + 0.1 + 0.3 + 0.05 + 0.05
-    assert numbers["landing_share"] == pytest.approx(0.55 / 0.70)
-    assert numbers["blamed_tokens"] == pytest.approx(3 / 5)
+    # the way asked: blamed falls of 0.2, 0.3, 0.05 and the praised rise of 0.1; the neutral 0.05
+    # counts in the movement only: 0.2 + 0.1 + 0.3 + 0.05 + 0.05
+    assert numbers["agreement"] == pytest.approx(0.65 / 0.70)
+    # an even push: the first answer's deltas net -1 over 3 tokens, the second's -1 over 2
+    assert numbers["even"] == pytest.approx((1 + 1) / 5) and numbers["answers"] == 2
     assert numbers["blamed_change"] == pytest.approx((-0.2 - 0.3 - 0.05) / 3)
-    assert numbers["others_change"] == pytest.approx((0.1 + 0.05) / 2)
-    parts = landing.per_answer(change, delta, text)
-    assert landing.landing_share(parts, [1]) == pytest.approx(0.05 / 0.10)  # the second answer alone
-    still = landing.per_answer(torch.zeros(2, 4), delta, text)
-    assert landing.landing_share(still) == 0.0  # nothing moved: 0, not a division by zero
+    assert numbers["praised_change"] == pytest.approx(0.1)
+    assert numbers["others_change"] == pytest.approx(0.05)
+    # a praised token falling counts against the critique (the landing share ignored it)
+    fallen = change.clone()
+    fallen[0, 1] = -0.1
+    assert landing.agreement(fallen, delta, text) == pytest.approx((0.2 - 0.1 + 0.3 + 0.05) / 0.7)
+    assert landing.agreement(-change, delta, text) == pytest.approx(-0.65 / 0.70)
+    assert landing.agreement(torch.zeros(2, 4), delta, text) == 0.0  # nothing moved: 0
+
+
+def test_the_finding_is_said_from_the_holds():
+    contrasts = {"the learned judge": ("text2grad", "text2grad_last"),
+                 "the critic": ("oracle", "oracle_scalar")}
+    held = {"text2grad": 3, "text2grad_last": 5, "oracle": 4, "oracle_scalar": 4}
+    assert landing.finding(held, contrasts) == (
+        "Span rewards held 90% of the gap 2 updates sooner with the learned judge (3 against 5) "
+        "and at the same update with the critic (4 against 4).")
+    held.update(oracle=6, oracle_scalar=5)
+    assert "1 update later with the critic (6 against 5)" in landing.finding(held, contrasts)
 
 
 def test_first_update_measures_the_change_of_log_pi_and_the_critics_blame():
@@ -67,7 +84,7 @@ def test_first_update_measures_the_change_of_log_pi_and_the_critics_blame():
 
 
 def test_every_flag_has_its_help_line_and_choices(capsys):
-    helps = text2grad.field_help(text2grad.Config)
+    helps = flags.field_help(text2grad.Config)
     assert set(helps) == {f for f in text2grad.Config.__dataclass_fields__}
     assert all(len(h) > 10 for h in helps.values())
     assert helps["min_new_tokens"].endswith("0: answers may stop before a fact")  # a continued comment
