@@ -121,7 +121,8 @@ def per_seed(record):
                        "test_curve": [test for _, test in curve], "test": row["test"][0],
                        "watched": row["test"][1],
                        "hold": None if method == "sft" else landing.updates_to_hold(curve, start),
-                       "landing_share": landed.get(method, {}).get("landing_share")}
+                       "agreement": landed.get(method, {}).get("agreement"),
+                       "even": landed.get(method, {}).get("even")}
     return out
 
 
@@ -143,7 +144,7 @@ def finding(seeds):
         ratios = [s[summed]["hold"] / max(1, s[span]["hold"]) for s in seeds]
         log_mean, half = mean_ci95([math.log(r) for r in ratios]) if len(ratios) > 1 else (0, math.nan)
         ends = [s[span]["test"] - s[summed]["test"] for s in seeds]
-        shares = [s[span]["landing_share"] - s[summed]["landing_share"] for s in seeds]
+        shares = [s[span]["agreement"] - s[summed]["agreement"] for s in seeds]
         out[name] = {"span": span, "summed": summed, "sooner": sum(r > 1 for r in ratios),
                      "later": sum(r < 1 for r in ratios), "seeds": len(seeds),
                      "holds": [[s[span]["hold"], s[summed]["hold"]] for s in seeds],
@@ -152,7 +153,7 @@ def finding(seeds):
                      "ratio_ci95": [math.exp(log_mean - half), math.exp(log_mean + half)],
                      # paired over seeds: (mean, half-width of the 95% t-interval)
                      "end": mean_ci95(ends), "end_positive": sum(e > 0 for e in ends),
-                     "landing": mean_ci95(shares), "landing_positive": sum(x > 0 for x in shares),
+                     "agreement": mean_ci95(shares), "agreement_positive": sum(x > 0 for x in shares),
                      "updates_saved": mean_ci95([s[summed]["hold"] - s[span]["hold"] for s in seeds])}
     return out
 
@@ -162,11 +163,11 @@ def summary(records, title):
     seeds = [per_seed(r) for r in records]
     print(f"\n{title}: seeds {', '.join(str(r['seed']) for r in records)} "
           f"({max(r['seconds'] for r in records):.0f} s at most a seed)")
-    print(f"{'method':16s} {'test':>13s} {'hold, per seed':>30s} {'landing share':>15s}")
+    print(f"{'method':16s} {'test':>13s} {'hold, per seed':>30s} {'agreement':>15s}")
     for method in seeds[0]:
         test = mean_ci95([s[method]["test"] for s in seeds])
         holds = " ".join(str(s[method]["hold"]) for s in seeds) if method != "sft" else "-"
-        shares = [s[method]["landing_share"] for s in seeds if s[method]["landing_share"] is not None]
+        shares = [s[method]["agreement"] for s in seeds if s[method]["agreement"] is not None]
         share = "{:6.2f} sd {:4.2f}".format(*mean_sd(shares)) if shares else "-"
         print(f"{method:16s} {test[0]:.3f} ± {test[1]:.3f} {holds:>30s} {share:>15s}")
     found = finding(seeds)
@@ -175,8 +176,8 @@ def summary(records, title):
               f"{f['seeds']} seeds (later on {f['later']}); geometric mean ratio {f['geometric_mean_ratio']:.2f} "
               f"[{f['ratio_ci95'][0]:.2f}, {f['ratio_ci95'][1]:.2f}]; "
               f"{f['updates_saved'][0]:.1f} ± {f['updates_saved'][1]:.1f} updates sooner; "
-              f"end {f['end'][0]:+.3f} ± {f['end'][1]:.3f} ({f['end_positive']} positive); landing share "
-              f"{f['landing'][0]:+.2f} ± {f['landing'][1]:.2f} ({f['landing_positive']} positive)")
+              f"end {f['end'][0]:+.3f} ± {f['end'][1]:.3f} ({f['end_positive']} positive); agreement "
+              f"{f['agreement'][0]:+.2f} ± {f['agreement'][1]:.2f} ({f['agreement_positive']} positive)")
     return seeds, found
 
 
