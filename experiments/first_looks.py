@@ -32,7 +32,9 @@ import sys
 import time
 
 import landing
+from data import get_task
 from experiments import records
+from experiments.records import header, interval, row
 from experiments.runstate import atomic_save, checked, commit, fail, machine, pick_device
 from experiments.stats import mean_ci95
 from text2grad import CONTRASTS, LAMBDAS, METHODS, first_look_config, run
@@ -179,6 +181,53 @@ def summary(records, title):
               f"end {f['end'][0]:+.3f} ± {f['end'][1]:.3f} ({f['end_positive']} positive); agreement "
               f"{f['agreement'][0]:+.2f} ± {f['agreement'][1]:.2f} ({f['agreement_positive']} positive)")
     return seeds, found
+
+
+def tables(record):
+    """The first look's table: per placement contrast (span / summed), for the seeds the findings
+    were chosen on (record["confirm"]) and then the others: each seed's updates to hold, the seeds
+    where the span method held sooner, the geometric-mean ratio with the t-interval of its mean
+    log; over all seeds the end scores; per group the first update's agreement with the critique
+    (and its even-push baseline), paired over seeds."""
+    names = sorted(record["seeds"], key=int)
+    groups = [[s for s in names if int(s) in record["confirm"]],
+              [s for s in names if int(s) not in record["confirm"]]]
+    groups = [g for g in groups if g]
+    seeds = {s: record["seeds"][s] for s in names}
+    span_of = lambda g: f"{g[0]}-{g[-1]}" if len(g) > 1 else g[0]
+    both = " / ".join(span_of(g) for g in groups)
+    signs = lambda values: f"{sum(v > 0 for v in values)} higher, {sum(v < 0 for v in values)} lower"
+    rows = {}
+    for name, (a, b) in PLACEMENT.items():
+        found = [finding([seeds[s] for s in g])[name] for g in groups]
+        ends = [seeds[s][a]["test"] - seeds[s][b]["test"] for s in names]
+        cells = {f"updates to hold {record['hold']:.0%} of the gap, per seed ({span_of(g)})":
+                 " ".join(str(seeds[s][a]["hold"]) for s in g) + " / "
+                 + " ".join(str(seeds[s][b]["hold"]) for s in g) for g in groups}
+        cells[f"spans sooner, seeds {both}"] = " / ".join(f"{f['sooner']} of {f['seeds']}" for f in found)
+        cells[f"ratio summed / span, geometric mean, seeds {both}"] = " / ".join(
+            f"{f['geometric_mean_ratio']:.2f} [{f['ratio_ci95'][0]:.2f}, {f['ratio_ci95'][1]:.2f}]" for f in found)
+        cells[f"end score after update {record['config']['updates']}, all {len(names)} seeds"] = (
+            interval([seeds[s][a]["test"] for s in names]) + " / " + interval([seeds[s][b]["test"] for s in names]))
+        cells["end, span - summed, paired"] = "{:+.3f} ± {:.3f}".format(*mean_ci95(ends)) + f" ({signs(ends)})"
+        for g in groups:
+            mean = lambda m, key: sum(seeds[s][m][key] for s in g) / len(g)
+            cells[f"agreement of the first update, seeds {span_of(g)} (even push)"] = (
+                f"{mean(a, 'agreement'):.2f} / {mean(b, 'agreement'):.2f} ({mean(a, 'even'):.2f})")
+        for g, f in zip(groups, found):
+            differences = [seeds[s][a]["agreement"] - seeds[s][b]["agreement"] for s in g]
+            cells[f"agreement, span - summed, paired, seeds {span_of(g)}"] = (
+                "{:+.2f} ± {:.2f}".format(*f["agreement"]) + f" ({signs(differences)})")
+        rows[name] = cells
+    judges = {"placement, learned": "learned", "placement, critic": "critic"}
+    lines = header([""] + [f"{judges[name]}: `{a}` / `{b}`" for name, (a, b) in PLACEMENT.items()])
+    labels = list(rows["placement, learned"])
+    lines += [row([label] + [rows[name][label] for name in PLACEMENT]) for label in labels]
+    metric = get_task(record["task"]).PRIMARY
+    chosen = f"; the findings were fixed on seeds {span_of(groups[0])}" if len(groups) > 1 else ""
+    return [(f"The first look over seeds ({record['task']}, test {metric}, {len(names)} independent seeds{chosen}): "
+             f"± the 95% t half-width over seeds; [ ] the t-interval of the mean log ratio, exponentiated; no "
+             f"interval corrected for the others", lines)]
 
 
 def main(argv=None):

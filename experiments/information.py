@@ -41,6 +41,7 @@ from align import find_span
 from data import experiment_splits, get_task
 from data.tokenizer import Tokenizer, training_texts
 from experiments import records
+from experiments.records import header, interval, row
 from experiments.first_looks import mean_sd, one_seed
 from experiments.runstate import atomic_save, checked, commit, pick_device
 from experiments.stats import mean_ci95, sign_test
@@ -356,6 +357,29 @@ def one_seed_rows(seed, out, task_name, device, chosen, sizes=None):
         with open(path) as f:
             records[row] = json.load(f)
     return records
+
+
+
+def tables(record):
+    """The rows of experiments.information, each mean ± 95% t half-width over the seeds, with the
+    share of answers the critic passes and what the row was given; a placement pair on one line."""
+    rows = given_rows(record["seeds"], record["task"])
+    passed = lambda golds: f"{sum(g['passed'] for g in golds) / len(golds):.2f}" if all(golds) else "-"
+    groups = [(f"{start}: {a}", f"{start}: {b}") if b else (f"{start}: {a}",)
+              for start in ("demonstrations", "references")
+              for a, b in (("sft", None), ("text2grad", "text2grad_last"), ("oracle", "oracle_scalar"))]
+    groups[3:3] = [(f"demonstrations: {name}",) for name in ROWS]  # the rows without RL, from the flawed SFT
+    lines = header(["row", "score", "passed", "given"])
+    for group in groups:
+        if all(name in rows for name in group):
+            start = group[0].split(": ")[0]
+            lines.append(row([f"{start}: " + " / ".join(f"`{name.split(': ')[1]}`" for name in group),
+                              " / ".join(interval(rows[name][0]) for name in group),
+                              " / ".join(passed(rows[name][1]) for name in group), rows[group[0]][2]]))
+    metric = get_task(record["task"]).PRIMARY
+    return [(f"What each method is given ({record['task']}, test {metric}, {len(record['seeds'])} seeds): ± the "
+             f"95% t half-width over seeds; passed: the share of test answers the critic passes (mean over "
+             f"seeds); given: the critic calls and samples a row read, the most over seeds", lines)]
 
 
 def main(argv=None):

@@ -37,8 +37,9 @@ import os
 from html import escape
 
 from data import get_task
-from experiments import records, stats, terminal
+from experiments import first_looks, information, protocol_record, records, robustness, stats, terminal
 from experiments.figures import COLOURS, LABELS, curves_svg, overopt_svg, sft_curve_series, thresholds_svg
+from experiments.protocol import settings
 from experiments.page import CSS, curves, delta_tokens, legend, num, percentile, row, swatch, table, tokens
 from experiments.run_folder import read_json
 from experiments.summary import summarise
@@ -416,13 +417,22 @@ def write_record(folder, path):
         return
     beside = {name: read_json(os.path.join(where, f"{name}.json")) if os.path.exists(os.path.join(where, f"{name}.json"))
               else None for name in ("revise", "revise_best")}
-    record = records.compact(results, **beside)
+    record = protocol_record.compact(results, **beside)
     if "config" not in results:  # a run older than results.json's config: the settings as the code has them now
-        from experiments.protocol import settings
         record["config"] = {**settings(results["preset"], results["task"], results["praise"]), "read_at": commit()}
     records.write(path, {**record, "command": results.get("command"), "commits": results.get("commits"),
                          "machine": results.get("machine"), "folder": where})
     print(f"record -> {path}; its tables: python -m experiments.report --from {path}")
+
+
+TABLES = {"first_look": first_looks.tables, "information": information.tables,
+          "robustness": robustness.tables, "protocol": protocol_record.tables,
+          "sweep": protocol_record.sweep_tables}
+
+
+def tables(record):
+    """[(title, markdown lines)]: the RESULTS tables a record rebuilds, by the study of its kind."""
+    return TABLES[record["kind"]](record)
 
 
 def main(argv=None):
@@ -444,7 +454,7 @@ def main(argv=None):
         if not args.source:
             parser.error("--from needs a record's path (results/NAME.json)")
         try:
-            for title, lines in records.tables(records.read(args.source)):
+            for title, lines in tables(records.read(args.source)):
                 print(f"\n{title}\n\n" + "\n".join(lines))
         except ValueError as error:
             message = str(error)

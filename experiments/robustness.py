@@ -1,0 +1,202 @@
+"""The first look's speed finding under other PPO settings, each method choosing its own on
+validation, with a budget counted in sampled answers (experiments/LOG.md, "The robustness grid",
+fixed before its runs).
+
+    python -m experiments.robustness --seeds 30 31 32 33 34 --out runs/robustness \\
+        --record results/robustness.json
+
+Per seed, text2grad.prepare builds the first look's pipeline once (data, tokenizer, pretraining,
+SFT, the critic's annotations, Text2Grad's reward model); every setting of GRID then runs each
+method of the 2 x 2 from that SFT policy (text2grad.train_method) on BUDGET sampled answers
+(BUDGET / batch updates, minibatch MINIBATCH), evaluated after every update. Each (seed, setting)
+is written to OUT/seed{N}/{setting}.json as it finishes and read back, not run again, so a stopped
+run resumes where it stopped (the seed's pipeline is rebuilt, to float32 rounding the same).
+
+What is read (LOG): per method, the setting with the highest mean validation area over the seeds
+(`area`: the curve's mean height over the budget's samples); at it, the samples drawn when the
+test curve holds landing.HOLD of the gap (`samples`, the value head's warm-up batch counted), the
+critic calls by then and the end score; span against summed at the chosen settings and over the
+grid. The tables: `tables(record)`, also `python -m experiments.report --from RECORD`.
+"""
+import argparse
+import dataclasses
+import itertools
+import json
+import math
+import os
+import sys
+import time
+
+import landing
+from experiments import records
+from experiments.runstate import atomic_save, checked, commit, fail, machine, pick_device
+from experiments.stats import mean_ci95
+from text2grad import CONTRASTS, first_look_config, prepare, train_method
+
+GRID = {"batch": (16, 32, 64), "lr": (5e-5, 1e-4, 2e-4), "lam": (0.95, 1.0)}
+BUDGET = 512  # sampled answers for the updates, the same in every setting
+MINIBATCH = 16  # so every setting takes BUDGET / MINIBATCH * epochs gradient steps
+METHODS = ("text2grad", "text2grad_last", "oracle", "oracle_scalar")
+JUDGES = {"learned": CONTRASTS["placement, learned"], "critic": CONTRASTS["placement, critic"]}
+
+
+def settings():
+    """Every setting of GRID, in the grid's order (the order ties are broken in)."""
+    return [dict(zip(GRID, values)) for values in itertools.product(*GRID.values())]
+
+
+def name_of(setting):
+    return f"b{setting['batch']}_lr{setting['lr']:g}_lam{setting['lam']:g}"
+
+
+def shown(setting):
+    return f"{setting['batch']}, {setting['lr']:g}, {setting['lam']:g}"
+
+
+def config_of(seed, setting, device):
+    """The first look's Config at one setting of the grid (every method at the setting's lambda)."""
+    return first_look_config(seed=seed, device=device, figure="", ppo_batch_size=setting["batch"],
+                             ppo_lr=setting["lr"], lam=setting["lam"],
+                             updates=BUDGET // setting["batch"], minibatch_size=MINIBATCH,
+                             eval_every=1, methods=",".join(METHODS))
+
+
+def one_seed(seed, out, device, grid=None):
+    """{setting name: its record} for seed, each setting of grid (settings() by default) run or
+    read back from OUT/seed{N}/{name}.json; the pipeline is built only if a setting is missing."""
+    folder = os.path.join(out, f"seed{seed}")
+    os.makedirs(folder, exist_ok=True)
+    done, shared = {}, None
+    for setting in grid or settings():
+        path = os.path.join(folder, f"{name_of(setting)}.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                done[name_of(setting)] = json.load(f)
+            continue
+        config = config_of(seed, setting, device)
+        if shared is None:
+            started = time.time()
+            shared = prepare(config, say=lambda message: print(f"seed {seed}: {message}", flush=True))
+            print(f"seed {seed}: pipeline in {time.time() - started:.0f} s", flush=True)
+        start, at = time.time(), commit()
+        curves = {method: train_method(config, shared, method)[0]["curve"] for method in METHODS}
+        done[name_of(setting)] = {
+            "seed": seed, "setting": setting, "commit": at, "machine": machine(), "device": device,
+            "seconds": round(time.time() - start), "annotations": config.annotated,
+            "sft": {"validation": shared["sft_point"][0], "test": shared["sft_point"][1]},
+            "curves": {m: [[u, round(v, 5), round(t, 5)] for u, v, t, _ in curve]
+                       for m, curve in curves.items()}}
+        atomic_save(json.dumps(done[name_of(setting)]), path)
+        print(f"seed {seed} {name_of(setting)}: {done[name_of(setting)]['seconds']} s", flush=True)
+    return done
+
+
+# ---------------------------------------------------------------------------------------------
+# What a run is read for: each from the per-seed curves alone
+
+def measured(run, method):
+    """One (seed, setting) run's numbers for method: its validation area, its test hold in updates
+    and in samples, the critic calls by then, and its end score."""
+    batch, curve = run["setting"]["batch"], run["curves"][method]
+    area = sum((b[0] - a[0]) * (a[1] + b[1]) / 2 for a, b in zip(curve, curve[1:])) / curve[-1][0]
+    hold = landing.updates_to_hold([(u, test) for u, _, test in curve], run["sft"]["test"])
+    samples = batch * (hold + 1)  # the warm-up's batch counted; never held: batch (U + 2)
+    calls = samples if method.startswith("oracle") else run["annotations"]
+    return {"area": area, "hold": hold, "samples": samples, "calls": calls,
+            "held": hold <= curve[-1][0], "end": curve[-1][2]}
+
+
+def chosen(runs):
+    """{method: setting name} by the highest mean validation area over the seeds; ties: the
+    grid's order. runs: {seed: {setting name: run}}."""
+    names = [name_of(s) for s in settings()]
+    mean_area = lambda method, name: sum(measured(r[name], method)["area"]
+                                         for r in runs.values()) / len(runs)
+    return {m: max(names, key=lambda name: (mean_area(m, name), -names.index(name)))
+            for m in METHODS}
+
+
+def contrast(runs, span, summed, span_setting, summed_setting):
+    """Span against summed, paired by seed: samples to hold per seed, sooner / tie / later, and the
+    geometric mean of summed / span with the t-interval of its mean log."""
+    pairs = [(measured(r[span_setting], span)["samples"], measured(r[summed_setting], summed)["samples"])
+             for r in (runs[s] for s in sorted(runs, key=int))]
+    logs = [math.log(b / a) for a, b in pairs]
+    mean, half = mean_ci95(logs)
+    return {"pairs": pairs, "sooner": sum(a < b for a, b in pairs), "tie": sum(a == b for a, b in pairs),
+            "later": sum(a > b for a, b in pairs), "ratio": math.exp(mean),
+            "ratio_ci95": [math.exp(mean - half), math.exp(mean + half)] if len(pairs) > 1 else None}
+
+
+def tables(record):
+    """[(title, markdown lines)]: the chosen settings, the contrasts at them, and the whole grid."""
+    runs = record["runs"]
+    seeds = sorted(runs, key=int)
+    picked = chosen(runs)
+    row, header = records.row, records.header
+    span_of = lambda: f"{seeds[0]}-{seeds[-1]}"
+    lines = header(["method", "chosen: batch, lr, lambda", "validation area", f"samples to hold, per seed ({span_of()})",
+                    "critic calls by then", "test at the end"])
+    for method in METHODS:
+        at = [measured(runs[s][picked[method]], method) for s in seeds]
+        setting = runs[seeds[0]][picked[method]]["setting"]
+        lines.append(row([f"`{method}`", shown(setting),
+                          f"{sum(m['area'] for m in at) / len(at):.3f}",
+                          " ".join(str(m["samples"]) + ("" if m["held"] else "*") for m in at),
+                          " ".join(str(m["calls"]) for m in at), records.interval([m["end"] for m in at])]))
+    out = [(f"The robustness grid (facts, seeds {', '.join(seeds)}): each method at the setting it chose on "
+            f"validation (the highest mean area under its validation curve over the budget of {record['budget']} "
+            f"answers); test; samples: answers drawn when the test curve holds {record['hold']:.0%} of the gap "
+            f"(the value warm-up's batch counted; * never held: the budget and two batches); end: mean ± 95% t",
+            lines)]
+    lines = header(["judge", "span / summed: batch, lr, lambda", "sooner, tie, later", "samples to hold, span / summed (mean)",
+                    "ratio summed / span, geometric mean"])
+    for judge, (span, summed) in JUDGES.items():
+        c = contrast(runs, span, summed, picked[span], picked[summed])
+        ci = "" if c["ratio_ci95"] is None else f" [{c['ratio_ci95'][0]:.2f}, {c['ratio_ci95'][1]:.2f}]"
+        settings_of = [shown(runs[seeds[0]][picked[m]]["setting"]) for m in (span, summed)]
+        lines.append(row([judge, " / ".join(settings_of), f"{c['sooner']}, {c['tie']}, {c['later']}",
+                          f"{sum(a for a, _ in c['pairs']) / len(seeds):.0f} / "
+                          f"{sum(b for _, b in c['pairs']) / len(seeds):.0f}", f"{c['ratio']:.2f}{ci}"]))
+    out.append((f"The robustness grid: span against summed, each at its chosen setting, paired by seed "
+                f"({len(seeds)} seeds; [ ] the t-interval of the mean log ratio, exponentiated)", lines))
+    lines = header(["batch, lr, lambda"] + [f"{judge}: samples span / summed (sooner, tie, later)" for judge in JUDGES])
+    for setting in settings():
+        name, cells = name_of(setting), []
+        for span, summed in JUDGES.values():
+            c = contrast(runs, span, summed, name, name)
+            cells.append(f"{sum(a for a, _ in c['pairs']) / len(seeds):.0f} / {sum(b for _, b in c['pairs']) / len(seeds):.0f}"
+                         f" ({c['sooner']}, {c['tie']}, {c['later']})")
+        lines.append(row([shown(setting)] + cells))
+    out.append((f"The robustness grid, every setting: the mean over seeds of the samples to hold {record['hold']:.0%} "
+                f"(test), span / summed, and the seeds where spans hold sooner, tie, later", lines))
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m experiments.robustness", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[30, 31, 32, 33, 34], help="the seeds to run or read")
+    parser.add_argument("--out", default="runs/robustness", help="where each (seed, setting) run goes")
+    parser.add_argument("--record", default="", help="write the per-seed curves here (results/NAME.json)")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, mps, ...")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    device = pick_device(args.device)
+    if args.record and not os.access(os.path.dirname(os.path.abspath(args.record)), os.W_OK):
+        fail(f"--record {args.record}: not in a folder this run can write to")
+    runs = {str(seed): checked(one_seed, seed, args.out, device) for seed in args.seeds}
+    record = {"kind": "robustness", "command": "python -m experiments.robustness "
+              + " ".join(sys.argv[1:] if argv is None else argv),
+              "grid": GRID, "budget": BUDGET, "minibatch": MINIBATCH, "hold": landing.HOLD,
+              "config": dataclasses.asdict(config_of(args.seeds[0], settings()[0], device)),
+              "commits": sorted({r["commit"] for seed in runs.values() for r in seed.values()}),
+              "machines": sorted({r["machine"] for seed in runs.values() for r in seed.values()}),
+              "runs": runs}
+    for title, lines in tables(record):
+        print(f"\n{title}\n" + "\n".join(lines))
+    if args.record:
+        checked(records.write, args.record, record)
+        print(f"written: {args.record}; its tables: python -m experiments.report --from {args.record}")
+
+
+if __name__ == "__main__":
+    main()
