@@ -3,7 +3,6 @@ the top level imports them. Each is a command, run from the repository's root:
 
     python -m experiments.protocol         the full experiment: seeds, the lambda grid, resume, results.json
     python -m experiments.report           a run's summary: intervals, paired differences, report.html
-    python -m experiments.credit_landing   where one PPO update moves log pi, on a finished run
     python -m experiments.sweep            the K sweep: K independent flaws per response (--ablation: the guards)
     python -m experiments.value_heads      the value head under the authors' settings and ours
     python -m experiments.lookup           what makes qa's look-up learnable: canon layers, pretraining

@@ -17,7 +17,7 @@ The finding (experiments/LOG.md, fixed on seeds 0-4 before seeds 5-9 ran): per p
 (span method against the same scores summed on the last token), the updates each needs to hold
 landing.HOLD of the gap from SFT to all right (landing.updates_to_hold, on the test curve); the
 seeds where the span method holds it sooner; and the geometric mean over seeds of the ratio
-summed / span. Beside it: the paired end scores and the landing shares. With --confirm the seeds
+summed / span. Beside it: the paired end scores and the first update's agreement with the critique (landing.landed). With --confirm the seeds
 named there are the ones the finding was chosen on, and the others confirm it: printed apart.
 """
 import argparse
@@ -34,7 +34,7 @@ import time
 import landing
 from data import get_task
 from experiments import records
-from experiments.records import header, interval, row
+from experiments.records import header, interval
 from experiments.runstate import atomic_save, checked, commit, fail, machine, pick_device
 from experiments.stats import mean_ci95
 from text2grad import CONTRASTS, LAMBDAS, METHODS, first_look_config, run
@@ -112,7 +112,7 @@ def choose_lambdas(by_lam):
 
 
 def per_seed(record):
-    """{method: {"lambda", "validation", "test_curve", "hold", "test", "watched", "landing_share"}}
+    """{method: {"lambda", "validation", "test_curve", "hold", "test", "watched", "agreement", "even"}}
     for one seed: the numbers its tables read."""
     table, landed = record["table"], record["landing"]
     start = table["sft"]["test"][0]
@@ -138,7 +138,7 @@ def mean_sd(values):
 def finding(seeds):
     """The finding over per_seed dicts: per placement contrast, the seeds where the span method held
     sooner, the geometric mean of summed / span, and paired over seeds (mean, 95% t half-width)
-    the updates saved, the end scores and the landing shares."""
+    the updates saved, the end scores and the agreements."""
     out = {}
     for name, (span, summed) in PLACEMENT.items():
         if span not in seeds[0] or summed not in seeds[0]:
@@ -206,7 +206,8 @@ def tables(record):
                  + " ".join(str(seeds[s][b]["hold"]) for s in g) for g in groups}
         cells[f"spans sooner, seeds {both}"] = " / ".join(f"{f['sooner']} of {f['seeds']}" for f in found)
         cells[f"ratio summed / span, geometric mean, seeds {both}"] = " / ".join(
-            f"{f['geometric_mean_ratio']:.2f} [{f['ratio_ci95'][0]:.2f}, {f['ratio_ci95'][1]:.2f}]" for f in found)
+            f"{f['geometric_mean_ratio']:.2f} [{f['ratio_ci95'][0]:.2f}, {f['ratio_ci95'][1]:.2f}]"
+            if f["seeds"] > 1 else f"{f['geometric_mean_ratio']:.2f} (1 seed)" for f in found)
         cells[f"end score after update {record['config']['updates']}, all {len(names)} seeds"] = (
             interval([seeds[s][a]["test"] for s in names]) + " / " + interval([seeds[s][b]["test"] for s in names]))
         cells["end, span - summed, paired"] = "{:+.3f} ± {:.3f}".format(*mean_ci95(ends)) + f" ({signs(ends)})"
@@ -217,12 +218,13 @@ def tables(record):
         for g, f in zip(groups, found):
             differences = [seeds[s][a]["agreement"] - seeds[s][b]["agreement"] for s in g]
             cells[f"agreement, span - summed, paired, seeds {span_of(g)}"] = (
-                "{:+.2f} ± {:.2f}".format(*f["agreement"]) + f" ({signs(differences)})")
+                ("{:+.2f} ± {:.2f}" if len(g) > 1 else "{:+.2f} (1 seed)").format(*f["agreement"])
+                + f" ({signs(differences)})")
         rows[name] = cells
     judges = {"placement, learned": "learned", "placement, critic": "critic"}
     lines = header([""] + [f"{judges[name]}: `{a}` / `{b}`" for name, (a, b) in PLACEMENT.items()])
     labels = list(rows["placement, learned"])
-    lines += [row([label] + [rows[name][label] for name in PLACEMENT]) for label in labels]
+    lines += [records.row([label] + [rows[name][label] for name in PLACEMENT]) for label in labels]
     metric = get_task(record["task"]).PRIMARY
     chosen = f"; the findings were fixed on seeds {span_of(groups[0])}" if len(groups) > 1 else ""
     return [(f"The first look over seeds ({record['task']}, test {metric}, {len(names)} independent seeds{chosen}): "

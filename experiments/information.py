@@ -41,7 +41,7 @@ from align import find_span
 from data import experiment_splits, get_task
 from data.tokenizer import Tokenizer, training_texts
 from experiments import records
-from experiments.records import header, interval, row
+from experiments.records import header, interval
 from experiments.first_looks import mean_sd, one_seed
 from experiments.runstate import atomic_save, checked, commit, pick_device
 from experiments.stats import mean_ci95, sign_test
@@ -373,7 +373,7 @@ def tables(record):
     for group in groups:
         if all(name in rows for name in group):
             start = group[0].split(": ")[0]
-            lines.append(row([f"{start}: " + " / ".join(f"`{name.split(': ')[1]}`" for name in group),
+            lines.append(records.row([f"{start}: " + " / ".join(f"`{name.split(': ')[1]}`" for name in group),
                               " / ".join(interval(rows[name][0]) for name in group),
                               " / ".join(passed(rows[name][1]) for name in group), rows[group[0]][2]]))
     metric = get_task(record["task"]).PRIMARY

@@ -51,11 +51,6 @@ def delta_tokens(pieces, delta):
                   titles=[f"delta {int(d):+d}" for d in delta])
 
 
-def percentile(values, q):
-    """The q-quantile of values (nearest rank); 0 for none."""
-    return sorted(values)[min(len(values) - 1, int(q * len(values)))] if values else 0.0
-
-
 def row(label, body):
     return f'<div class="row"><div class="label">{label}</div><div>{body}</div></div>'
 

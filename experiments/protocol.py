@@ -376,7 +376,7 @@ def main(argv=None):
                                      epilog="Then python -m experiments.report --out DIR prints the tables (95% intervals, "
                                             "paired differences) and writes DIR/report.html. The studies of the method, "
                                             "each a command: python -m experiments.sweep (K flaws per response), "
-                                            "experiments.credit_landing, experiments.value_heads, experiments.lookup, "
+                                            "experiments.value_heads, experiments.lookup, "
                                             "experiments.critique_check, experiments.figures, experiments.bench.")
     parser.add_argument("--task", default="summarize", choices=["summarize", "code", "qa", "all"],
                         help="toy task to run (default: summarize)")

@@ -5,8 +5,7 @@
     python -m experiments.report --from results/NAME.json                     # a record's RESULTS tables
 
 For each results.json in --out (or its sub-folders, one per task of a --task all run) it writes
-summary.json beside it (summary.py: intervals over seeds, paired differences, convergence, credit
-landing once python -m experiments.credit_landing has run), prints the tables (terminal.py), and
+summary.json beside it (summary.py: intervals over seeds, paired differences, convergence), prints the tables (terminal.py), and
 writes report.html next to it (and, for several tasks, one page for all in --out). The page is standard-library HTML with inline CSS and SVG: no
 scripts, fonts or network, so it opens offline in any browser. It shows, per task:
 
@@ -19,8 +18,6 @@ scripts, fonts or network, so it opens offline in any browser. It shows, per tas
     showcase       test responses of the SFT policy and of Text2Grad, every token coloured by its
                    delta, as the critic labelled it and as the reward model predicted it, with both
                    critiques
-    credit landing tokens coloured by how much one PPO update moved log pi(y_t), Text2Grad beside
-                   scalar PPO on the same response
     reward model   the confusion matrix of token labels, span F1 (per seed, and cot - no_cot paired
                    over seeds, with --reward-seeds), and the alignment statistics
 
@@ -40,11 +37,10 @@ from data import get_task
 from experiments import first_looks, information, protocol_record, records, robustness, stats, terminal
 from experiments.figures import COLOURS, LABELS, curves_svg, overopt_svg, sft_curve_series, thresholds_svg
 from experiments.protocol import settings
-from experiments.page import CSS, curves, delta_tokens, legend, num, percentile, row, swatch, table, tokens
+from experiments.page import CSS, curves, delta_tokens, legend, num, row, swatch, table
 from experiments.run_folder import read_json
 from experiments.summary import summarise
 from experiments.runstate import atomic_save, commit, fail
-from landing import change_colour
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,48 +152,6 @@ def showcase_section(entries, metric):
     return "".join(out)
 
 
-def credit_section(results):
-    if "credit_landing" not in results:
-        return ('<p class="note">not measured for this run: python -m experiments.credit_landing --out '
-                'RUN_FOLDER, then this report again</p>')
-    run = results["credit_landing"]
-    if not run.get("responses"):
-        return '<p class="note">no credit landing for this run (the critic blamed no sample)</p>'
-    names = [n for n in COLOURS if n in run]
-    out = [f'<p>One PPO iteration from the SFT policy, each method at its own GAE lambda, on the same '
-           f'{run["responses"]} criticised responses ({run["tokens"]["poor"]} poor-span, {run["tokens"]["good"]} '
-           f'good-span, {run["tokens"]["neutral"]} neutral tokens). Concentration = the net fall of the poor-span '
-           'tokens as a share of all the movement of log pi, over their share of the tokens: 1 when they fall '
-           'by the average |change| of a token, higher when the update lands on the blamed tokens, negative '
-           'when they rise; the interval is a bootstrap over the probed responses of this one update.</p>',
-           table(["method", "lambda", "mean change: poor", "good", "neutral", "concentration", "95% interval"],
-                 [[swatch(n), str(run[n]["lambda"]), num(run[n]["poor"], 4), num(run[n]["good"], 4),
-                   num(run[n]["neutral"], 4), num(run[n]["concentration"], 2),
-                   "[{:.2f}, {:.2f}]".format(*run[n]["concentration_ci95"])] for n in names]),
-           '<p>The same responses under each method, so methods are compared response by response: the '
-           'difference of concentrations with a paired bootstrap interval.</p>',
-           table(["difference", "concentration", "95% interval (paired)"],
-                 [[escape(k), num(d["difference"], 2), "[{:+.2f}, {:+.2f}]".format(*d["ci95"])]
-                  for k, d in run.get("paired", {}).items()]),
-           '<p>Each token is coloured by the change of its log-probability: <span style="background:'
-           'rgba(214,39,40,.75)">&nbsp;fell&nbsp;</span> <span style="background:rgba(31,111,180,.75)">&nbsp;rose'
-           '&nbsp;</span>, full colour from the 90th percentile of |change| in that response (all its rows share '
-           'the scale). Text2Grad should push down the tokens the critic blamed and leave the rest; scalar PPO can '
-           'only move the whole response. Hover a token for its number.</p>']
-    shown = [n for n in ("text2grad", "ppo_scalar") if n in run]
-    for example in run.get("examples", []):
-        card = [row("prompt", f'<div class="tokens">{escape(example["prompt"])}</div>'),
-                row("critic", delta_tokens(example["pieces"], example["critic"]))]
-        scale = percentile([abs(c) for n in shown for c in example["change"].get(n, [])], 0.9)
-        for n in shown:
-            changes = example["change"].get(n, [])
-            card.append(row(f'<b style="color:{COLOURS[n]}">{LABELS[n]}</b>, lambda {run[n]["lambda"]}',
-                            tokens(example["pieces"], backgrounds=[change_colour(c, scale) for c in changes],
-                                   titles=[f"change of log pi {c:+.4f}" for c in changes])))
-        out.append(f'<div class="card">{"".join(card)}</div>')
-    return "".join(out)
-
-
 def reward_model_section(results):
     rm, out = results.get("reward_model", {}), []
     names = [n for n in ("cot", "no_cot") if n in rm]
@@ -264,8 +218,6 @@ def task_section(results):
         curves(explained_variance_series(results), "explained variance"),
         "<h3>What was criticised, and what the reward model read</h3>",
         showcase_section(results.get("showcase"), metric),
-        f'<h3 id="{task}-credit">Credit landing: where one update moved the log-probabilities</h3>',
-        credit_section(results),
         f'<h3 id="{task}-reward-model">The reward model</h3>', reward_model_section(results)])
 
 
@@ -368,12 +320,10 @@ def find_results(folder):
 
 
 def summarised(folder, results):
-    """A task's summary (summary.py), with the credit-landing study's file beside results.json if
-    there is one; a K sweep's results.json is its own summary."""
+    """A task's summary (summary.py); a K sweep's results.json is its own summary."""
     if results.get("kind") == "sweep":
         return results
-    credit = os.path.join(folder, "credit_landing.json")
-    return summarise(results, read_json(credit) if os.path.exists(credit) else None)
+    return summarise(results)
 
 
 def write_report(folder):
@@ -439,8 +389,8 @@ def main(argv=None):
     """python -m experiments.report --out DIR: summarise DIR's results.json, print it, draw report.html."""
     parser = argparse.ArgumentParser(prog="python -m experiments.report", description=(
         "Summarise a finished run (DIR/results.json, or each DIR/*/results.json for a --task all run): "
-        "summary.json (means and 95% intervals over seeds, paired differences, convergence, credit landing "
-        "when python -m experiments.credit_landing has run), the tables in the terminal, and report.html. "
+        "summary.json (means and 95% intervals over seeds, paired differences, convergence), the tables in "
+        "the terminal, and report.html. "
         "No training."))
     parser.add_argument("--out", help="the run's output directory (default: runs)")
     parser.add_argument("--record", metavar="PATH", help="then write the run's record there (results/NAME.json: "

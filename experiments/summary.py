@@ -14,7 +14,6 @@ The run (experiments/protocol.py) records each seed's numbers; this file summari
         reward_paired[metric]   cot - no_cot span F1 over the reward-model seeds (with 2 or more)
         convergence             the first update at which each method's mean validation curve
                                 reaches scalar PPO's final validation score
-        credit_landing          credit_landing.json beside results.json, when the study has run
 """
 import copy
 
@@ -66,9 +65,8 @@ def overoptimisation(curves):
     return out
 
 
-def summarise(results, credit_landing=None):
-    """The summary of one task's results.json (see the module docstring); credit_landing: the dict
-    credit_landing.json holds, or None."""
+def summarise(results):
+    """The summary of one task's results.json (see the module docstring)."""
     summary = copy.deepcopy(results)
     methods = summary["methods"] = summarise_methods(results["methods"])
     rm = results["reward_model"]
@@ -89,6 +87,4 @@ def summarise(results, credit_landing=None):
     level = methods["ppo_scalar"]["curve"][-1][1]
     summary["convergence"] = {"level": level, "eval_every": PRESETS[results["preset"]]["eval_every"],
                               "updates": {name: stats.updates_to_match(methods[name]["curve"], level) for name in METHODS}}
-    if credit_landing is not None:
-        summary["credit_landing"] = credit_landing
     return summary

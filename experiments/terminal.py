@@ -1,8 +1,8 @@
 """terminal.py: a run's summary (summary.py) as tables in the terminal, and the K sweep's.
 
 The results table (test metric per method, mean and 95% interval over seeds, each method's GAE
-lambda and explained variance), the paired differences, the lambda grid, convergence, credit
-landing and the reward models' span F1; then, on a terminal, a few test responses with their tokens
+lambda and explained variance), the paired differences, the lambda grid, convergence and the
+reward models' span F1; then, on a terminal, a few test responses with their tokens
 coloured by the reward model's delta. report.py prints these and draws the same summary as an
 HTML page.
 """
@@ -32,7 +32,7 @@ def print_reward_models(task, results):
 
 
 def print_results(task, results):
-    """The results table, the paired differences, the lambda grid, convergence and credit landing."""
+    """The results table, the paired differences, the lambda grid and convergence."""
     methods, convergence = results["methods"], results["convergence"]
     print(f"\n{task.NAME}: test {task.PRIMARY} (mean ± 95% interval over seeds; final validation; explained "
           f"variance of V at the last update against the GAE returns and the reward-to-go, mean over seeds)")
@@ -58,25 +58,6 @@ def print_results(task, results):
     print(f"  first update whose mean validation reaches ppo_scalar's final {convergence['level']:.3f} "
           f"(checked every {convergence['eval_every']}): "
           + ", ".join(f"{name} {convergence['updates'][name]}" for name in convergence["updates"]))
-    if "credit_landing" not in results:
-        print("  credit landing: not measured for this run (python -m experiments.credit_landing --out RUN_FOLDER)")
-        return
-    landing = results["credit_landing"]
-    if not landing["responses"]:
-        print("  credit landing: the critic blames none of the SFT policy's validation samples")
-        return
-    print(f"  credit landing, change of log pi after one PPO iteration on {landing['responses']} criticised "
-          f"responses ({landing['tokens']['poor']} poor-span / {landing['tokens']['good']} good-span / "
-          f"{landing['tokens']['neutral']} neutral tokens); concentration = poor tokens' share of the movement "
-          f"over their share of the tokens:")
-    for name in (n for n in methods if n != "sft"):
-        c = landing[name]
-        low, high = c["concentration_ci95"]
-        print(f"    {name:17s} lambda {c['lambda']:<4} mean change: poor {c['poor']:+.4f}  good {c['good']:+.4f}  "
-              f"neutral {c['neutral']:+.4f}   concentration {c['concentration']:.2f} [{low:.2f}, {high:.2f}]")
-    for key, d in landing["paired"].items():
-        print(f"    concentration, {key:26s} {d['difference']:+.2f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] "
-              f"(paired bootstrap over the same responses)")
 
 
 def print_showcase(entries):

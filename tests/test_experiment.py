@@ -1,5 +1,5 @@
 """The PPO stage's glue in text2grad.py: each method's reward lands where the 2x2 says, on the
-tokens the policy sampled; the credit-landing statistic; critique truncation."""
+tokens the policy sampled; critique truncation."""
 import math
 
 import pytest
@@ -10,7 +10,6 @@ import reward
 import text2grad
 from data import experiment_splits, get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
-from experiments import credit_landing
 
 
 @pytest.fixture(scope="module")
@@ -124,28 +123,6 @@ def test_text2grad_last_is_the_same_guarded_deltas_summed_onto_the_eos(setup):
         assert last[row, :n].abs().sum() == 0 and last[row, n + 1:].abs().sum() == 0
 
 
-def test_concentration_hand_worked():
-    # two responses of 3 text tokens (a fourth position is padding, whatever its change)
-    change = torch.tensor([[-0.3, 0.1, 0.0, 5.0],
-                           [-0.1, 0.2, -0.2, 0.0]])
-    text = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0]])
-    poor = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
-    # net fall on poor tokens 0.3 + 0.1 = 0.4; all movement 0.3 + 0.1 + 0 + 0.1 + 0.2 + 0.2 = 0.9;
-    # poor tokens 2 of 6: (0.4 / 0.9) / (2 / 6) = 4/3
-    result = credit_landing.concentration(change, poor, text)
-    assert result["concentration"] == pytest.approx(4 / 3)
-    low, high = result["concentration_ci95"]
-    # resampling two responses: both first (0.3/0.4)/(1/3) = 2.25, both second (0.1/0.5)/(1/3) = 0.6
-    assert low == pytest.approx(0.6) and high == pytest.approx(2.25)
-    # a poor token that rises counts against: -(0.3) fall
-    flipped = credit_landing.concentration(-change, poor, text)
-    assert flipped["concentration"] == pytest.approx(-4 / 3)
-    # paired on the same responses: 4/3 - (-4/3) = 8/3; a resample of both first gives 2.25 - (-2.25),
-    # of both second 0.6 - (-0.6): the paired interval is [1.2, 4.5]
-    paired = credit_landing.paired_concentration(credit_landing.per_response(change, poor, text),
-                                         credit_landing.per_response(-change, poor, text))
-    assert paired["difference"] == pytest.approx(8 / 3)
-    assert paired["ci95"] == pytest.approx([1.2, 4.5])
 
 
 def test_a_critique_too_long_for_the_block_is_cut_at_the_end(setup):

@@ -23,7 +23,7 @@ def fake_run(holds):
     def run(config):
         better = {0.5: ("text2grad", "oracle"), 0.95: ("text2grad_last", "oracle_scalar")}[config.lam]
         validation = {m: 0.9 if m in better else 0.8 for m in holds}
-        landed = {m: {"landing_share": 0.5 if m in ("text2grad", "oracle") else 0.4} for m in holds}
+        landed = {m: {"agreement": 0.5 if m in ("text2grad", "oracle") else 0.4, "even": 0.1} for m in holds}
         return table(config.lam, validation, holds), landed
     return run
 
@@ -56,7 +56,7 @@ def test_lambda_is_chosen_on_validation_and_a_seed_is_put_together_from_the_grid
     assert found["placement, learned"]["sooner"] == 2
     assert found["placement, learned"]["geometric_mean_ratio"] == pytest.approx(3.0)
     assert found["placement, critic"]["geometric_mean_ratio"] == pytest.approx(2.0)
-    assert found["placement, critic"]["landing"][0] == pytest.approx(0.1)
+    assert found["placement, critic"]["agreement"][0] == pytest.approx(0.1)
 
 
 def test_a_folder_of_another_tasks_runs_is_refused(tmp_path, monkeypatch, capsys):
@@ -89,8 +89,10 @@ def test_the_record_and_the_table_it_rebuilds(tmp_path, monkeypatch, capsys):
     report.main(["--from", str(path)])
     printed = capsys.readouterr().out
     # holds 1 and 3 (learned), 2 and 4 (critic) on both seeds: ratios 3 and 2 on each, no spread
-    assert "| updates to hold 90% of the gap, per seed (0-1) | 1 1 / 3 3 | 2 2 / 4 4 |" in printed
-    assert "| spans sooner, seeds 0-0 / 1-1 | 1 of 1 / 1 of 1 | 1 of 1 / 1 of 1 |" in printed
-    assert "| ratio summed / span, geometric mean of 2 | 3.00 [3.00, 3.00] | 2.00 [2.00, 2.00] |" in printed
-    # landing shares 0.5 (spans) against 0.4 (sums) on both seeds
-    assert "| landing share, span - summed, paired | +0.10 ± 0.00 (2 of 2 higher) |" in printed
+    assert "| updates to hold 90% of the gap, per seed (0) | 1 / 3 | 2 / 4 |" in printed
+    assert "| updates to hold 90% of the gap, per seed (1) | 1 / 3 | 2 / 4 |" in printed
+    assert "| spans sooner, seeds 0 / 1 | 1 of 1 / 1 of 1 | 1 of 1 / 1 of 1 |" in printed
+    assert "| ratio summed / span, geometric mean, seeds 0 / 1 | 3.00 (1 seed) / 3.00 (1 seed) |" in printed
+    # agreement 0.5 (spans) against 0.4 (sums) on both seeds, the even push at 0.1
+    assert "| agreement of the first update, seeds 1 (even push) | 0.50 / 0.40 (0.10) | 0.50 / 0.40 (0.10) |" in printed
+    assert "| agreement, span - summed, paired, seeds 1 | +0.10 (1 seed) (1 higher, 0 lower) |" in printed

@@ -5,6 +5,7 @@ import random
 import pytest
 import torch
 
+import sft
 import text2grad
 from data import get_task
 from experiments import information
@@ -126,11 +127,11 @@ def test_sft_on_references_imitates_the_references_and_by_default_the_demonstrat
         document = document or (lambda e, rng: [(e.prompt, e.demonstration)])  # train_sft's own
         read.append((desc, document(flawed, random.Random(0))[0]))
 
-    monkeypatch.setattr(text2grad, "train_sft", train_sft)
+    monkeypatch.setattr(sft, "train_sft", train_sft)
     for sft_on, answer in (("demonstrations", flawed.demonstration),
                            ("references", flawed.reference)):
         read.clear()
-        text2grad.sft_policy(text2grad.Config(sft_on=sft_on, **TINY), task, tokenizer, [flawed])
+        sft.sft_policy(text2grad.Config(sft_on=sft_on, **TINY), task, tokenizer, [flawed])
         assert [desc for desc, _ in read] == ["pretraining", "sft"]
         assert read[1][1] == (flawed.prompt, answer)
 

@@ -153,10 +153,10 @@ def test_the_finding_counts_seeds_and_takes_the_geometric_mean_of_ratios():
                                 ((3, 12), (1.0, 1.0), (0.6, 0.5))):
         row = {}
         for method, hold, end, share in zip(("oracle", "oracle_scalar"), holds, ends, shares):
-            row[method] = {"hold": hold, "test": end, "landing_share": share}
+            row[method] = {"hold": hold, "test": end, "agreement": share}
         seeds.append(row)
     found = finding(seeds)["placement, critic"]
     assert (found["sooner"], found["later"], found["seeds"]) == (2, 0, 3)
     assert found["geometric_mean_ratio"] == pytest.approx((3 * 1 * 4) ** (1 / 3))
     assert found["end"][0] == pytest.approx((0.1 - 0.1 + 0.0) / 3) and found["end_positive"] == 1
-    assert found["landing_positive"] == 2 and "placement, learned" not in finding(seeds)
+    assert found["agreement_positive"] == 2 and "placement, learned" not in finding(seeds)

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from experiments import records, report
+from experiments import protocol_record as protocol_records, records, report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -119,12 +119,12 @@ def protocol_record(a, b):
     for j, s in enumerate(best["seeds"]):
         s["rows"]["revise_first"]["score"] = a[j] + 0.1 * (j + 1)  # differences 0.1, 0.2, 0.3
         s["rows"]["revise_critic_1"]["score"] = a[j]
-    return records.compact(results, revise_best=best)
+    return protocol_records.compact(results, revise_best=best)
 
 
 def test_the_family_and_its_holm_adjustment_by_hand():
     record = protocol_record([0.7, 0.8, 0.6], [0.6, 0.6, 0.6])
-    tables = dict(records.tables(record))
+    tables = dict(report.tables(record))
     family = next(lines for title, lines in tables.items() if "family of 10" in title)
     rows = {line.split(" | ")[0].strip("| "): line for line in family[2:]}
     # Text2Grad - any other method: differences 0.1, 0.2, 0.0: mean 0.1, sd 0.1, t = sqrt(3) on 2 df
@@ -153,7 +153,7 @@ def test_runs_sharing_a_reward_model_are_one_unit_in_every_interval():
     for method in record["results"]["methods"].values():
         if "reward_seeds" in method:
             method["reward_seeds"] = [7, 7, 8]
-    tables = dict(records.tables(record))
+    tables = dict(report.tables(record))
     title, lines = next((t, l) for t, l in tables.items() if "test, 3 PPO seeds" in t)
     # Text2Grad's units: (0.7 + 0.8) / 2 and 0.6; mean 0.675, sd 0.15 / sqrt 2, t_1 = 12.706 over sqrt 2
     half = 12.706 * (0.15 / math.sqrt(2)) / math.sqrt(2)
@@ -162,7 +162,7 @@ def test_runs_sharing_a_reward_model_are_one_unit_in_every_interval():
     for method in record["results"]["methods"].values():
         if "reward_seeds" in method:
             method["reward_seeds"] = [7, 7, 7]
-    tables = dict(records.tables(record))
+    tables = dict(report.tables(record))
     title, lines = next((t, l) for t, l in tables.items() if "family of 10" in t)
     paper = next(line for line in lines if line.startswith("| Text2Grad - scalar PPO"))
     assert "+0.100 (1 unit: no interval; 2 of 3) | - | - |" in paper
@@ -202,7 +202,7 @@ def test_the_reward_models_fit_and_the_critique_against_its_ablation_by_hand():
     three = lambda values: {k: values for k in ("positive_f1", "negative_f1", "exact_span_match")}
     record["results"]["reward_model"] = {"cot": {"seeds": three([0.9, 0.8, 0.7])},
                                          "no_cot": {"seeds": three([0.7, 0.7, 0.7])}}
-    lines = next(lines for title, lines in records.tables(record) if "the reward models' fit" in title)
+    lines = next(lines for title, lines in report.tables(record) if "the reward models' fit" in title)
     half = 4.303 * 0.1 / math.sqrt(3)  # both: sd 0.1 over three seeds
     assert lines[2] == f"| `cot` | 0.800 ± {half:.3f} | 0.800 ± {half:.3f} | 0.800 ± {half:.3f} |"
     assert lines[4].startswith(f"| critique - no critique, paired (uncorrected) | +0.100 ± {half:.3f} (tie) |")

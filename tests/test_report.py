@@ -73,17 +73,11 @@ def results_for(task, responses, critique="fine"):
                 "critic": {"critique": critique, "delta": delta}, "reward_model": {"critique": critique, "delta": delta}}
 
     showcase = [{"prompt": "p", "reference": "r", "sft": side(p), "text2grad": side(p[::-1])} for p in responses]
-    change = {"ppo_scalar": [0.1] * len(responses[0]), "text2grad": [-0.2] * len(responses[0])}
-    credit = {"responses": 1, "tokens": {"poor": 1, "good": 1, "neutral": 1},
-              **{name: {"lambda": 0.95, "poor": -0.1, "good": 0.0, "neutral": 0.01, "concentration": 2.0,
-                        "concentration_ci95": [1.5, 2.5]} for name in text2grad.METHODS},
-              "paired": {"text2grad - ppo_scalar": {"difference": 0.5, "ci95": [0.1, 0.9]}},
-              "examples": [{"prompt": "p", "pieces": responses[0], "critic": [-1] * len(responses[0]), "change": change}]}
     confusion = [[5, 1, 0], [0, 9, 1], [0, 0, 4]]
     span = {"positive_f1": 0.9, "negative_f1": 0.8, "exact_span_match": 0.7, "confusion": confusion}
     return {"task": task, "preset": "tiny", "seed": 0, "device": "cpu", "methods": methods,
             "convergence": {"level": 0.7, "eval_every": 1, "updates": {n: 2 for n in text2grad.METHODS}},
-            "showcase": showcase, "credit_landing": credit, "lambda_grid": {n: {"0.5": 0.7} for n in text2grad.METHODS},
+            "showcase": showcase, "lambda_grid": {n: {"0.5": 0.7} for n in text2grad.METHODS},
             "reward_model": {"cot": {**span, "critique_rougeL": 0.5}, "no_cot": span, "scalar": {"score_correlation": 0.9}},
             "alignment": {"unaligned_rate": 0.0, "test": {"records": 2, "spans": 3, "unaligned": 0, "unaligned_rate": 0.0,
                                                           "labelled_token_share": 0.5, "critiques_truncated": 0}}}
@@ -95,11 +89,10 @@ def test_page_structure_curves_and_tokens():
     # one curve per PPO method and task
     assert sorted(page.curves) == sorted(list(text2grad.METHODS) * 2)
     # token containers hold nothing but their spans, and join back to the responses, in order:
-    # per task, each showcase entry gives SFT (critic, reward model) then Text2Grad (critic, reward model),
-    # then the credit landing's response (critic, Text2Grad, scalar PPO)
+    # per task, each showcase entry gives SFT (critic, reward model) then Text2Grad (critic, reward model)
     coloured = [c for c in page.containers if c["n_spans"]]
     assert all(c["all"] == c["spans"] for c in coloured)
-    per_task = [text for p in responses for text in ["".join(p)] * 2 + ["".join(p[::-1])] * 2] + ["".join(responses[0])] * 3
+    per_task = [text for p in responses for text in ["".join(p)] * 2 + ["".join(p[::-1])] * 2]
     assert [c["all"] for c in coloured] == per_task * 2
     assert [c["n_spans"] for c in coloured][:2] == [4, 4]
 
@@ -122,7 +115,7 @@ def test_model_text_is_escaped():
 
 def as_run_wrote_it(summary):
     """The results.json a run writes for this summary: per-seed curves, no intervals or verdicts."""
-    results = {k: v for k, v in summary.items() if k not in ("convergence", "credit_landing", "paired")}
+    results = {k: v for k, v in summary.items() if k not in ("convergence", "paired")}
     results["methods"] = {name: {**{k: v for k, v in m.items() if k not in ("score", "ci95", "curve", "curve_ci95")},
                                  "curves": [m["curve"]] * len(m["scores"])}
                           for name, m in summary["methods"].items()}
@@ -144,7 +137,7 @@ def test_rebuild_from_results_json(tmp_path, capsys):
     assert written["methods"]["text2grad"]["ci95"] == pytest.approx(12.706 * 0.01)
     assert written["paired"]["text2grad - ppo_scalar"] == {"mean": 0.0, "ci95": 0.0, "per_seed": [0.0, 0.0], "units": 2,
                                                            "verdict": "tie", "p": 1.0}
-    assert "credit_landing" not in written and "credit landing: not measured" in capsys.readouterr().out
+    assert "first update whose mean validation reaches" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("content, message", [(None, "no results.json"), ("{not json", "not valid JSON"),
