@@ -226,7 +226,8 @@ def tables(record):
     labels = list(rows["placement, learned"])
     lines += [records.row([label] + [rows[name][label] for name in PLACEMENT]) for label in labels]
     metric = get_task(record["task"]).PRIMARY
-    chosen = f"; the findings were fixed on seeds {span_of(groups[0])}" if len(groups) > 1 else ""
+    chosen = (f"; seeds {span_of(groups[0])} were read before the findings were fixed, the others are "
+              f"fresh" if len(groups) > 1 else "")
     return [(f"The first look over seeds ({record['task']}, test {metric}, {len(names)} independent seeds{chosen}): "
              f"± the 95% t half-width over seeds; [ ] the t-interval of the mean log ratio, exponentiated; no "
              f"interval corrected for the others", lines)]
