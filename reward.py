@@ -26,7 +26,7 @@ The scalar variant, for the PPO baseline, reads one score from the hidden state 
 <|bos|> x <|response|> y <|eos|>. It is trained by squared error on the number the critic's own
 last-token method is paid for the response, sum_t score_t of the same labels through the guards
 (scalar_targets), normalised: the same annotations squeezed into one number, so the PPO variants
-get the same information and differ only in where it lands.
+get the same verdicts and differ in where they land (a sum no longer says which token earned each).
 """
 import torch
 import torch.nn as nn

@@ -139,8 +139,8 @@ def reward_function(method, task, tokenizer, examples, reward_models, shaping=No
       where "every"   score_t = delta_t on every response token, through the guards
                       (guards.shaped_scores)
             "last"    the same scores summed, sum_t score_t, on the last real token, 0 elsewhere
-                      (ppo.final_scores): the same information in one number. The scalar model's
-                      number is its own; with cut_praise a cut response's score is capped at 0.
+                      (ppo.final_scores): the verdicts, not which token earned each. The
+                      scalar model's number is its own; cut_praise caps a cut response's at 0.
     shaping (guards.Guards) None: no guard at all, the judge's own numbers."""
     judge, where = METHODS[method]
     if judge == "scalar" and where != "last":

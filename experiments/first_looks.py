@@ -2,8 +2,8 @@
 a record of every number under results/.
 
     python -m experiments.first_looks --seeds 0 1 2 3 4 --lams 0.5 0.95         # choose lambda
-    python -m experiments.first_looks --seeds 0 1 2 3 4 5 6 7 8 9 --confirm 0 1 2 3 4 \\
-        --record results/first_look.json                                      # the finding
+    python -m experiments.first_looks --seeds 0 1 2 3 4 5 6 7 8 9 35 36 37 38 39 40 41 42 \\
+        --confirm 0 1 2 3 4 5 6 7 8 9 --record results/first_look.json        # the findings
 
 Each run is the whole first look (text2grad.run with first_look_config: its own data, SFT,
 annotations, reward models and PPO), written to OUT/seed{N}[_lam{L}].json as it finishes; one already

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 import flags
-import guards
 import landing
 import ppo
 import text2grad
