@@ -30,7 +30,8 @@ def field_help(cls):
 def parser(cls, prog, description, choices, others, others_name):
     """A flag per field of cls (--n-embd for n_embd), with its help line, its default and
     others[field] as others_name's; a flag not given stays out of the parsed namespace."""
-    made, helps = argparse.ArgumentParser(prog=prog, description=description), field_help(cls)
+    made = argparse.ArgumentParser(prog=prog, description=description, allow_abbrev=False)
+    helps = field_help(cls)
     for field in dataclasses.fields(cls):
         kind = {"action": argparse.BooleanOptionalAction} if field.type is bool else {
             "type": field.type}

@@ -33,6 +33,31 @@ def test_token_advantages_of_a_hand_worked_group():
     torch.testing.assert_close(advantages, torch.tensor(expected))
 
 
+def test_a_group_equal_up_to_float_rounding_has_zero_advantages():
+    # eight responses, each the same six rewards in another order: their sums are equal, but float32
+    # adds them in another order, so they differ by rounding (about 1e-7). That is no spread: the
+    # threshold 1e-5 (1 + |mean|) must call it 0. Measured against |mean| alone (about 1e-7 here)
+    # the rounding would pass for a spread and become advantages of about +-1.
+    generator = torch.Generator().manual_seed(0)
+    differ = 0
+    for _ in range(50):
+        values = torch.randn(6, generator=generator)
+        values = values - values.mean()  # the group's sums net to about 0
+        scores = torch.stack([values[torch.randperm(6, generator=generator)] for _ in range(8)])
+        sums = scores.sum(1)
+        differ += int(sums.max() > sums.min())
+        advantages = grpo.group_advantages(scores, torch.ones(8, 6), group=8, per="response")
+        assert advantages.abs().max() == 0
+    assert differ > 25  # most of the groups do differ by rounding: the check is not vacuous
+
+
+def test_the_inputs_are_left_as_they_were():
+    scores, mask = torch.tensor(SCORES), torch.tensor(MASK)
+    for per in ("token", "response"):
+        grpo.group_advantages(scores, mask, group=3, per=per)
+        assert scores.tolist() == SCORES and mask.tolist() == MASK, per
+
+
 def test_groups_are_normalised_apart():
     # a second group whose every reward is 10 higher: normalised within itself, its advantages are the first's
     shifted = [[s + 10 * m for s, m in zip(row, mask)] for row, mask in zip(SCORES, MASK)]
