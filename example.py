@@ -114,11 +114,7 @@ def main(argv=None):
                            ("A_{}_white", 6)))
                  for name in ("text2grad", "ppo_scalar")]
         print(f"{row['token']!r:>14} {row['delta']:>5} | {cells[0]} | {cells[1]}")
-    print("\nAt lambda 0 each Text2Grad token is pushed as the critique says, and the sum on the "
-          "last token\npushes only that token. With V = 0 and lambda near 1, A_t sums every later "
-          "reward, so blame\nfrom a late clause reaches the praised tokens before it. A fitted V "
-          "takes away what a typical\nanswer earns from t on, so what is left is this answer "
-          "against the others; the README reads\nthis table row by row.")
+    print("\nHow to read it, row by row: README, One response through the method.")
 
 
 if __name__ == "__main__":

@@ -44,7 +44,6 @@ def parser(cls, prog, description, choices, others, others_name):
 
 
 LOWEST = {"seed": 0, "min_new_tokens": 0, "vocab_size": 256 + len(SPECIALS)}  # else 1
-HIGHEST = {"min_new_tokens": MAX_NEW_TOKENS - 1}  # an EOS must stay possible
 
 
 def out_of_range(config):
@@ -55,7 +54,8 @@ def out_of_range(config):
         if value is None or field.type not in (int, float):
             continue
         if field.type is int:
-            low, high = LOWEST.get(name, 1), HIGHEST.get(name, math.inf)
+            low = LOWEST.get(name, 1)  # and an EOS must stay possible:
+            high = MAX_NEW_TOKENS - 1 if name == "min_new_tokens" else math.inf
             fine, what = low <= value <= high, f"at least {low}" + (
                 f" and at most {high}" if high < math.inf else "")
         elif name == "lam":

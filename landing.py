@@ -1,11 +1,9 @@
 """landing.py: where one PPO update moved log pi, token by token. Text2Grad's claim, measured.
 
-The paper's mechanism is that the critique decides where the gradient lands: the blamed tokens
-are pushed down, the praised ones up and the rest left alone, where a reward summed on the last
-token pushes a whole answer one way. After GAE, the value function and the whitening of advantages
-(ppo.py) that is a claim to check, not a given. The first look checks it on its own runs: every
+The paper's mechanism: the critique decides where the gradient lands, blamed tokens down, praised
+ones up, the rest alone. After GAE, V and whitening (ppo.py) that is a claim to check. Every
 method's first update trains on the same sampled answers (one SFT policy, one seed), so the change
-of log pi(y_t) that each update made can be set beside what the critic said of the same tokens:
+of log pi(y_t) each update made can be set beside what the critic said of the same tokens:
 
     change_t   = log pi_after(y_t) - log pi_before(y_t)     for each response token y_t
     agreement  = sum_t sign(delta_t) * change_t / sum_t |change_t|   (the EOS left out)
@@ -23,7 +21,7 @@ import torch
 
 import guards
 from align import align
-from model import token_logprobs
+from model import token_logprobs, uses_bf16
 from sft import response_ids
 
 
@@ -56,10 +54,8 @@ def agreement(change, delta, text):
 
 
 def landed(first):
-    """first_update's numbers: the agreement with the critique, the answers it was read on, its
-    baseline `even` (each answer's tokens moved alike, by one amount, the way its deltas net:
-    sum_i |sum_t sign(delta_it)| / sum_i tokens_i), and the mean change of log pi on the blamed,
-    the praised and the other tokens."""
+    """first_update's numbers: the agreement, the answers it was read on, `even` (sum_i |sum_t
+    sign(delta_it)| / sum_i tokens_i) and the mean change of log pi on blamed, praised, others."""
     change, delta, text = first["change"], first["delta"], first["text"]
     groups = {"blamed": text * (delta < 0), "praised": text * (delta > 0)}
     groups["others"] = text - groups["blamed"] - groups["praised"]
@@ -76,10 +72,9 @@ HOLD = 0.9  # the share of the gap from SFT to all right that a run must reach a
 
 
 def updates_to_hold(curve, start, hold=HOLD):
-    """The updates a run needs to close `hold` of the gap from start (the SFT policy's score) to
-    1 (all right) and keep it to the end: the update of the first point of curve [(update,
-    score)] from which every later point is at or above start + hold * (1 - start). A run that
-    ends below it counts as its last update plus one (its budget plus one)."""
+    """The update of the first point of curve [(update, score)] from which every later point is
+    at or above start + hold (1 - start): `hold` of the gap from SFT's score (start) to 1, kept to
+    the end. A run that ends below it counts as its last update plus one."""
     level = start + hold * (1 - start)
     held = len(curve)
     while held > 0 and curve[held - 1][1] >= level:
@@ -87,27 +82,34 @@ def updates_to_hold(curve, start, hold=HOLD):
     return curve[held][0] if held < len(curve) else curve[-1][0] + 1
 
 
+JUDGES = {"placement, learned": "the learned judge", "placement, critic": "the critic"}
+
+
 def finding(held, contrasts):
     """The first look's finding in one sentence, from the holds {method: updates}: for each
-    placement contrast {judge: (span method, summed method)}, how many updates sooner (or later)
-    the span method held HOLD of the gap than the same scores summed on the last token."""
+    placement contrast run (text2grad.CONTRASTS[name] = (span method, summed method)), how many
+    updates sooner (or later) the span method held HOLD of the gap than its summed twin."""
     said = []
-    for judge, (span, summed) in contrasts.items():
+    for name, judge in JUDGES.items():
+        span, summed = contrasts[name]
+        if span not in held or summed not in held:
+            continue
         gap = held[summed] - held[span]
         how = f"{abs(gap)} update{'s' * (abs(gap) != 1)} {'sooner' if gap > 0 else 'later'}"
         said.append(f"{how if gap else 'at the same update'} with {judge} "
                     f"({held[span]} against {held[summed]})")
-    return f"Span rewards held {HOLD:.0%} of the gap " + " and ".join(said) + "."
+    return f"Span rewards held {HOLD:.0%} of the gap " + " and ".join(said) + "." if said else ""
 
 
 def report(table, landed, task, config, methods, contrasts):
-    """What the first look prints: each method's test curve and the updates it needs to hold
-    HOLD of the gap; the finding in one sentence (span rewards against the same scores summed on
-    the last token); then where each method's first update moved log pi."""
+    """What the first look prints, after where it ran: each method's test curve and the updates
+    it needs to hold HOLD of the gap; the finding in one sentence; where each first update moved."""
     start = table["sft"]["test"][0]
-    print(f"\n{task.NAME}, seed {config.seed}: test {task.PRIMARY} before PPO and after every "
-          f"{config.eval_every} update(s); 'hold': the updates to reach {HOLD:.0%} of the way "
-          f"from SFT's {start:.3f} to 1 and keep it ({config.updates + 1}: never)")
+    dtype = "bf16 autocast" if uses_bf16(torch.device(config.device)) else "float32"
+    print(f"\n{task.NAME}, seed {config.seed} ({config.device}, {dtype}, "
+          f"{torch.get_num_threads()} CPU threads): test {task.PRIMARY} before PPO and after every "
+          f"{config.eval_every} update(s); 'hold': the updates to reach {HOLD:.0%} of the way from "
+          f"SFT's {start:.3f} to 1 and keep it ({config.updates + 1}: never)")
     print(f"{'method':15s} {'judge':6s} {'lands':5s} {'lambda':>6s} {'hold':>4s}  test curve")
     held = {}
     for method, row in table.items():
@@ -117,18 +119,15 @@ def report(table, landed, task, config, methods, contrasts):
         held[method] = updates_to_hold(curve, start) if method != "sft" else None
         print(f"{method:15s} {judge:6s} {where:5s} {lam:>6} {held[method] or '-':>4}  "
               + " ".join(f"{test:.2f}".lstrip("0") for _, test in curve))
-    judges = {"the learned judge": contrasts["placement, learned"],
-              "the critic": contrasts["placement, critic"]}
-    judges = {judge: pair for judge, pair in judges.items() if set(pair) <= set(held)}
-    if judges:
-        print(f"\n{finding(held, judges)}\nOne seed, at PPO batch {config.ppo_batch_size} and lr "
-              f"{config.ppo_lr:g}: a draw (README: the spread over seeds; RESULTS: other settings)")
+    said = finding(held, contrasts)
+    if said:
+        print(f"\n{said}\nOne seed, at PPO batch {config.ppo_batch_size} and lr {config.ppo_lr:g}: "
+              f"a draw (README: the spread over seeds; RESULTS: other settings)")
     if not landed:
         return
     even = next(iter(landed.values()))["even"]
-    print(f"\nWhere the first update moved log pi, on the same {config.ppo_batch_size} sampled "
-          f"answers for every method: its agreement with the critic's deltas, 1 if it moved only "
-          f"criticised tokens and each the way asked ({even:.2f} if it moved each answer evenly)")
+    print(f"\nWhere the first update moved log pi, on the same {config.ppo_batch_size} answers for "
+          f"every method (agreement 1: only criticised tokens moved, as asked; even {even:.2f})")
     print(f"{'method':15s} {'agreement':>9s}  {'change of log pi: blamed':>24s} {'praised':>8s} "
           f"{'others':>8s}")
     for method, row in landed.items():
@@ -169,28 +168,45 @@ def token_row(pieces, colours, y, x=150):
     return parts
 
 
+def text(x, y, words, anchor="start"):
+    """One SVG text element at (x, y), its text escaped."""
+    return f'<text x="{x:.0f}" y="{y:.0f}" text-anchor="{anchor}">{escape(str(words))}</text>'
+
+
 def draw(path, table, first, task, config, methods):
-    """first_look.svg: each method's test curve (colour: who judges; dashed: the last token),
-    then one answer of the first update (the shortest the critic blamed and praised), its tokens
-    coloured by the critic's delta_t and by how far each method's update moved log pi, beside
-    the answer's mean change on its blamed and other tokens and the batch's agreement."""
-    curves = {m: [point[2] for point in table[m]["curve"]] for m in methods if m in table}
-    low = min(map(min, curves.values()))
-    high = max(map(max, curves.values())) + 1e-9
-    n = max(map(len, curves.values()))
-    x = lambda j: 60 + 420 * j / max(1, n - 1)
-    y = lambda v: 250 - 210 * (v - low) / (high - low)
-    svg = [f'<text x="10" y="20">{escape(task.NAME)}, seed {config.seed}: test '
-           f'{task.PRIMARY} from {low:.2f} (bottom) to {high:.2f} (top), one point every '
-           f'{config.eval_every} updates</text>']
+    """first_look.svg. Top: each method's test curve against the update (colour: who judges;
+    dashed: the last token), the line at HOLD of the gap from SFT to all right, and a dot where each
+    method holds it from. Below: one answer of the first update (the shortest the critic blamed
+    and praised), its tokens coloured by the critic's delta_t and by how far each method's update
+    moved log pi, each row beside its agreement and an even push's. One seed: a draw."""
+    curves = {m: [(u, test) for u, _, test, _ in table[m]["curve"]] for m in methods if m in table}
+    start = table["sft"]["test"][0]
+    low = min([start] + [v for c in curves.values() for _, v in c])
+    last = max(u for c in curves.values() for u, _ in c)
+    x = lambda u: 70 + 400 * u / max(1, last)
+    y = lambda v: 250 - 210 * (v - low) / max(1e-9, 1 - low)
+    level = start + HOLD * (1 - start)
+    svg = [text(10, 20, f"{task.NAME}, seed {config.seed} (one draw: README gives the spread over "
+                f"seeds): test {task.PRIMARY} from {low:.2f} (bottom) to 1 (top) after each "
+                f"update, batch {config.ppo_batch_size}, lr {config.ppo_lr:g}"),
+           f'<path d="M70,40 V250 H{x(last):.0f}" fill="none" stroke="#444"/>',
+           f'<line x1="70" x2="{x(last):.0f}" y1="{y(level):.0f}" y2="{y(level):.0f}" '
+           f'stroke="#999" stroke-dasharray="2 3"/>',
+           text(270, 280, "update"), text(64, y(level) + 4, f"{HOLD:.0%}", "end")]
+    svg += [text(x(u), 266, u, "middle") for u in range(0, last + 1, 4)]
     for i, (method, curve) in enumerate(curves.items()):
         judge, where = methods[method]
-        style = (f'fill="none" stroke="{COLOURS.get(judge, "#7b3294")}" stroke-width="2"'
+        colour, held = COLOURS.get(judge, "#7b3294"), updates_to_hold(curve, start)
+        style = (f'fill="none" stroke="{colour}" stroke-width="2"'
                  + (' stroke-dasharray="6 4"' if where == "last" else ""))
-        points = " ".join(f"{x(j):.0f},{y(v):.0f}" for j, v in enumerate(curve))
+        points = " ".join(f"{x(u):.0f},{y(v):.0f}" for u, v in curve)
         svg += [f'<polyline {style} points="{points}"/>',
                 f'<polyline {style} points="510,{45 + 20 * i} 540,{45 + 20 * i}"/>',
-                f'<text x="548" y="{49 + 20 * i}">{escape(method)}</text>']
+                text(548, 49 + 20 * i, f"{method}: holds from update {held}" if held <= last
+                     else f"{method}: never holds")]
+        if held <= last:  # the dot where it holds from
+            svg.append(f'<circle cx="{x(held):.0f}" cy="{y(dict(curve)[held]):.0f}" r="4" '
+                       f'fill="{colour}"/>')
     shown = [m for m in methods if m in first]
     measured = first[shown[0]]
     # the shortest answer the critic both blamed and praised (else the shortest blamed one)
@@ -200,25 +216,22 @@ def draw(path, table, first, task, config, methods):
               key=lambda i: len(measured["pieces"][i]))
     pieces = measured["pieces"][row]
     scale = max(first[m]["change"][row][:len(pieces)].abs().max().item() for m in shown) or 1.0
-    svg += [f'<text x="10" y="290">The first update of each method, on one of the answers it '
-            f'trained on. First row: the critic\'s delta_t (red blamed, green praised).</text>',
-            f'<text x="10" y="308">Then each method: how far its update moved log pi of each '
-            f'token (red down, blue up; full colour at {scale:.3f}, the largest change).</text>']
+    svg += [text(10, 310, "The first update of each method, on one of the answers it trained on: "
+                 "the critic's delta_t (red blamed, green praised), then how far each update moved "
+                 f"log pi of each token (red down, blue up; full colour at {scale:.3f})."),
+            text(10, 328, "A summed row is one number on the last token, spread back by GAE, V "
+                 "and whitening: its colours show where that number's push landed.")]
     delta = measured["delta"][row].tolist()
-    svg += ['<text x="10" y="338">critic\'s delta</text>']
-    svg += token_row(pieces, [delta_colour(d) for d in delta], 338)
+    svg += [text(10, 376, "critic's delta"), *token_row(pieces, map(delta_colour, delta), 376)]
     end = 160 + CHAR * sum(map(len, pieces))
     for k, method in enumerate(shown):
         change = first[method]["change"][row][:len(pieces)]
-        svg += [f'<text x="10" y="{368 + 26 * k}">{escape(method)}</text>']
-        svg += token_row(pieces, [change_colour(c, scale) for c in change.tolist()], 368 + 26 * k)
-        hit = torch.tensor(delta[:len(pieces)]) < 0
-        means = [change[where].mean().item() if where.any() else 0.0 for where in (hit, ~hit)]
-        svg += [f'<text x="{end:.0f}" y="{368 + 26 * k}">blamed {means[0]:+.3f}, others '
-                f'{means[1]:+.3f}; agreement {landed(first[method])["agreement"]:.2f}'
-                f'</text>']
-    width = max(860, end + 360)
-    height = 388 + 26 * len(shown)
+        numbers = landed(first[method])
+        svg += [text(10, 406 + 26 * k, method)]
+        svg += token_row(pieces, [change_colour(c, scale) for c in change.tolist()], 406 + 26 * k)
+        svg.append(text(end, 406 + 26 * k, f"agreement {numbers['agreement']:.2f} over the "
+                        f"batch (an even push of each answer: {numbers['even']:.2f})"))
+    width, height = max(1000, end + 420), 426 + 26 * len(shown)
     with open(path, "w") as f:
         f.write(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height}" '
                 f'font-family="sans-serif" font-size="{FONT}"><rect width="100%" height="100%" '

@@ -9,10 +9,8 @@
 
 The one idea is reward_function: the same critique lands either on the tokens its spans name
 (Text2Grad) or, summed, on the last token (scalar RLHF), judged by a learned reward model or by
-the critic itself; everything else is shared. landing.py then reads how soon each method holds
-most of the gap to all right, and where its first update moved log pi. Seeds, intervals, the
-lambda grid (LAMBDAS) and the ablations are the lab's (`python -m experiments.first_looks`;
-experiments/information.py for what each method is given).
+the critic itself; everything else is shared. landing.py reads how soon each method holds most of
+the gap to all right, and where its first update moved log pi. Seeds, intervals and grids: the lab.
 """
 import copy
 import dataclasses
@@ -223,12 +221,10 @@ def prepare(config, say=print):
                            config.batch_size, config.reward_lr, device, config.seed,
                            desc=f"reward model ({name})")
         metrics = evaluate_reward_model(model, tokenizer, records["test"], items["test"])[0]
-        if kind == "span":
-            say(f"reward model {name}: test span F1 praised {metrics['positive_f1']:.3f}, "
-                f"blamed {metrics['negative_f1']:.3f}")
-        else:
-            say(f"reward model {name}: test correlation with its target "
-                f"{metrics['score_correlation']:.3f}")
+        fit = (f"span F1 praised {metrics['positive_f1']:.3f}, blamed {metrics['negative_f1']:.3f}"
+               if kind == "span" else
+               f"correlation with its target {metrics['score_correlation']:.3f}")
+        say(f"reward model {name}: test {fit}")
         reward_models[name] = model
     return {"task": task, "methods": methods, "splits": splits, "tokenizer": tokenizer,
             "policy": policy, "sft_point": sft_point, "point": point, "shaping": shaping,
@@ -236,10 +232,9 @@ def prepare(config, say=print):
 
 
 def train_method(config, shared, method):
-    """PPO from the SFT policy with method's reward (config's PPO fields), the same prompts and
-    seed for every method, so their first updates sample the same answers. Returns (row, first):
-    row {"lambda", "curve": [(update, validation, test, test watched share)], "test": (score,
-    share) after the last update}; first: landing.first_update's numbers."""
+    """PPO from the SFT policy with method's reward, the same prompts and seed for every method
+    (so their first updates sample the same answers). Returns (row, first): row {"lambda", "curve":
+    [(update, validation, test, watched share)], "test"}; first: landing.first_update's numbers."""
     task, tokenizer, splits = shared["task"], shared["tokenizer"], shared["splits"]
     judge, where = METHODS[method]
     min_new_tokens = (MIN_NEW_TOKENS.get(task.NAME, 0) if config.min_new_tokens is None
@@ -272,10 +267,9 @@ def train_method(config, shared, method):
 
 
 def run(config):
-    """The method on one task, stage by stage, printing what each stage made, the curves, how
-    soon each method held most of the gap, and where each first update moved log pi. Returns
-    (table, landed): table[method] = train_method's row ("sft": the SFT policy's); landed[method]:
-    landing.landed's numbers."""
+    """The method on one task, stage by stage, printing what each made, then landing.report.
+    Returns (table, landed): table[method], train_method's row ("sft": the SFT policy's);
+    landed[method], landing.landed's numbers."""
     start = time.time()
     say = lambda message: print(f"[{config.task} {time.time() - start:4.0f}s] {message}")
     shared = prepare(config, say)
@@ -301,7 +295,6 @@ def refused(config):
     """Why a run cannot use config, in one line (None if it can): fields that do not fit
     together (flags.out_of_range checks each field alone)."""
     unknown = set(config.methods.split(",")) - set(METHODS) - {"all"}
-    rollout = config.ppo_batch_size // (config.group if config.advantage == "grpo" else 1)
     if unknown:
         return (f"--methods {config.methods}: {', '.join(sorted(unknown))} is not a method; "
                 f"choose from {', '.join(METHODS)}, or all")
@@ -311,8 +304,8 @@ def refused(config):
         return f"--minibatch-size {config.minibatch_size} is more than --ppo-batch-size"
     if config.advantage == "grpo" and (config.group < 2 or config.ppo_batch_size % config.group):
         return "--advantage grpo needs --group of at least 2 dividing --ppo-batch-size"
-    if rollout > config.train:
-        return f"--ppo-batch-size {config.ppo_batch_size}: {rollout} prompts, over --train"
+    if config.ppo_batch_size > config.train:
+        return f"--ppo-batch-size {config.ppo_batch_size} is more than --train {config.train}"
     folder = os.path.dirname(os.path.abspath(config.figure))
     if config.figure and not os.access(folder, os.W_OK):
         return f"--figure {config.figure}: not in a folder this run can write to; '' for none"

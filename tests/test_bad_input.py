@@ -177,7 +177,7 @@ def test_value_command_needs_a_finished_run(tmp_path, capsys):
     (["--minibatch-size", "32"], "--minibatch-size 32 is more than --ppo-batch-size"),
     (["--advantage", "grpo", "--group", "5"], "--advantage grpo needs --group of at least 2 dividing"),
     (["--advantage", "grpo", "--group", "1"], "--advantage grpo needs --group of at least 2 dividing"),
-    (["--train", "8"], "--ppo-batch-size 16: 16 prompts, over --train"),
+    (["--train", "8"], "--ppo-batch-size 16 is more than --train 8"),
 ])
 def test_the_first_look_refuses_bad_flags_in_one_line(capsys, monkeypatch, argv, message):
     monkeypatch.setattr(text2grad, "run", None)  # refused before any work: nothing may run

@@ -39,14 +39,14 @@ def test_agreement_by_hand():
 
 
 def test_the_finding_is_said_from_the_holds():
-    contrasts = {"the learned judge": ("text2grad", "text2grad_last"),
-                 "the critic": ("oracle", "oracle_scalar")}
+    contrasts = text2grad.CONTRASTS
     held = {"text2grad": 3, "text2grad_last": 5, "oracle": 4, "oracle_scalar": 4}
     assert landing.finding(held, contrasts) == (
         "Span rewards held 90% of the gap 2 updates sooner with the learned judge (3 against 5) "
         "and at the same update with the critic (4 against 4).")
     held.update(oracle=6, oracle_scalar=5)
     assert "1 update later with the critic (6 against 5)" in landing.finding(held, contrasts)
+    assert landing.finding({"oracle": 3}, contrasts) == ""  # no contrast ran: nothing to say
 
 
 def test_first_update_measures_the_change_of_log_pi_and_the_critics_blame():
@@ -104,6 +104,7 @@ def test_the_figure_draws_a_method_outside_the_2x2():
     first = {m: {"change": change, "delta": torch.tensor([[-1.0, 1.0, 0.0]]),
                  "text": torch.tensor([[1.0, 1.0, 0.0]]), "pieces": [["Lena", "'s"]]} for m in methods}
     table = {m: {"curve": [(0, 0.5, 0.5, 0.0), (1, 0.6, 0.6, 0.0)]} for m in methods}
+    table["sft"] = {"test": (0.5, 0.0)}
     config = text2grad.Config(figure="")
 
     class Task:
@@ -115,6 +116,41 @@ def test_the_figure_draws_a_method_outside_the_2x2():
         svg = open(path).read()
     assert svg.count("<polyline") == 4 and ">text2grad_no_cot</text>" in svg
     assert re.findall(r'rgba\(214,39,40,0\.800\)', svg)  # the fall of 0.5 on 'Lena', full strength
+
+
+def test_the_figure_marks_the_line_and_where_each_method_holds(tmp_path):
+    # SFT at 0.2: the line at 0.2 + 0.9 * 0.8 = 0.92. Over 4 updates "text2grad" holds from update
+    # 2 (0.95, 1.0, 1.0); "oracle_scalar" dips below at update 4 and never holds.
+    methods = {"text2grad": ("cot", "every"), "oracle_scalar": ("critic", "last")}
+    curves = {"text2grad": [0.2, 0.5, 0.95, 1.0, 1.0], "oracle_scalar": [0.2, 0.6, 0.93, 0.95, 0.9]}
+    table = {m: {"curve": [(u, v, v, 0.0) for u, v in enumerate(c)]} for m, c in curves.items()}
+    table["sft"] = {"test": (0.2, 0.0)}
+    first = {m: {"change": torch.tensor([[-0.5, 0.2, 0.0]]), "delta": torch.tensor([[-1.0, 1.0, 0.0]]),
+                 "text": torch.tensor([[1.0, 1.0, 1.0]]), "pieces": [["Ann", " Oslo", "."]]} for m in methods}
+    config = text2grad.Config(figure="", ppo_batch_size=16, ppo_lr=1e-4)
+
+    class Task:
+        NAME, PRIMARY = "facts", "sites_right"
+    landing.draw(str(tmp_path / "f.svg"), table, first, Task, config, methods)
+    svg = (tmp_path / "f.svg").read_text()
+    # x: 70 + 400 u / 4; y: 250 - 210 (v - 0.2) / 0.8, so the line sits at 250 - 210 * 0.9 = 61
+    assert '<line x1="70" x2="470" y1="61" y2="61"' in svg
+    assert svg.count("<circle") == 1 and '<circle cx="270" cy="53" r="4"' in svg  # (2, 0.95): 250 - 210 * 0.75 / 0.8
+    assert ">text2grad: holds from update 2</text>" in svg and ">oracle_scalar: never holds</text>" in svg
+    assert ">90%</text>" in svg and "one draw" in svg and "batch 16, lr 0.0001" in svg
+    # each row beside its agreement and an even push's: change -0.5 on the blamed, +0.2 on the
+    # praised, 0 on the neutral token: all 0.7 of the movement the way asked; the deltas net 0: 0
+    assert svg.count("agreement 1.00 over the batch (an even push of each answer: 0.00)") == 2
+
+
+def test_the_first_look_says_where_it_ran(capsys):
+    table = {"sft": {"lambda": None, "curve": [(0, 0.2, 0.2, 0.0)], "test": (0.2, 0.0)}}
+    config = text2grad.Config(device="cpu")
+
+    class Task:
+        NAME, PRIMARY = "facts", "sites_right"
+    landing.report(table, {}, Task, config, text2grad.METHODS, text2grad.CONTRASTS)
+    assert f"facts, seed 0 (cpu, float32, {torch.get_num_threads()} CPU threads)" in capsys.readouterr().out
 
 
 def test_summarize_watches_the_answers_that_stop_before_the_plan():
