@@ -216,9 +216,9 @@ def draw(path, table, first, task, config, methods):
               key=lambda i: len(measured["pieces"][i]))
     pieces = measured["pieces"][row]
     scale = max(first[m]["change"][row][:len(pieces)].abs().max().item() for m in shown) or 1.0
-    svg += [text(10, 310, "The first update of each method, on one of the answers it trained on: "
-                 "the critic's delta_t (red blamed, green praised), then how far each update moved "
-                 f"log pi of each token (red down, blue up; full colour at {scale:.3f})."),
+    svg += [text(10, 310, "Each method's first update on one answer it trained on: the critic's "
+                 "delta_t (red blamed, green praised), then each token's change of log pi (red "
+                 f"down, blue up; full at {scale:.3f})."),
             text(10, 328, "A summed row is one number on the last token, spread back by GAE, V "
                  "and whitening: its colours show where that number's push landed.")]
     delta = measured["delta"][row].tolist()
@@ -230,8 +230,8 @@ def draw(path, table, first, task, config, methods):
         svg += [text(10, 406 + 26 * k, method)]
         svg += token_row(pieces, [change_colour(c, scale) for c in change.tolist()], 406 + 26 * k)
         svg.append(text(end, 406 + 26 * k, f"agreement {numbers['agreement']:.2f} over the "
-                        f"batch (an even push of each answer: {numbers['even']:.2f})"))
-    width, height = max(1000, end + 420), 426 + 26 * len(shown)
+                        f"batch (an even push: {numbers['even']:.2f})"))
+    width, height = max(1100, end + 360), 426 + 26 * len(shown)
     with open(path, "w") as f:
         f.write(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height}" '
                 f'font-family="sans-serif" font-size="{FONT}"><rect width="100%" height="100%" '

@@ -140,7 +140,7 @@ def test_the_figure_marks_the_line_and_where_each_method_holds(tmp_path):
     assert ">90%</text>" in svg and "one draw" in svg and "batch 16, lr 0.0001" in svg
     # each row beside its agreement and an even push's: change -0.5 on the blamed, +0.2 on the
     # praised, 0 on the neutral token: all 0.7 of the movement the way asked; the deltas net 0: 0
-    assert svg.count("agreement 1.00 over the batch (an even push of each answer: 0.00)") == 2
+    assert svg.count("agreement 1.00 over the batch (an even push: 0.00)") == 2
 
 
 def test_the_first_look_says_where_it_ran(capsys):
