@@ -226,9 +226,10 @@ def prepare(config, say=print):
                f"correlation with its target {metrics['score_correlation']:.3f}")
         say(f"reward model {name}: test {fit}")
         reward_models[name] = model
+    prompts = [tokenizer.prompt(e.prompt) for e in splits["train"]]  # PPO's, as token ids
     return {"task": task, "methods": methods, "splits": splits, "tokenizer": tokenizer,
-            "policy": policy, "sft_point": sft_point, "point": point, "shaping": shaping,
-            "reward_models": reward_models}
+            "prompts": prompts, "policy": policy, "sft_point": sft_point, "point": point,
+            "shaping": shaping, "reward_models": reward_models}
 
 
 def train_method(config, shared, method):
@@ -236,7 +237,7 @@ def train_method(config, shared, method):
     (so their first updates sample the same answers). Returns (row, first): row {"lambda", "curve":
     [(update, validation, test, watched share)], "test"}; first: landing.first_update's numbers."""
     task, tokenizer, splits = shared["task"], shared["tokenizer"], shared["splits"]
-    judge, where = METHODS[method]
+    where = METHODS[method][1]
     min_new_tokens = (MIN_NEW_TOKENS.get(task.NAME, 0) if config.min_new_tokens is None
                       else config.min_new_tokens)
     ppo_config = ppo.PPOConfig(
@@ -256,11 +257,10 @@ def train_method(config, shared, method):
             first.update(landing.first_update(task, tokenizer, examples, batch, model,
                                               ppo_config.temperature))
 
-    prompts = [tokenizer.prompt(e.prompt) for e in splits["train"]]
-    policy = shared["policy"]
+    policy, point = shared["policy"], shared["point"]
     trained = ppo.PolicyWithValue(copy.deepcopy(policy), ppo_config.detach_value)
-    curve, _, _ = ppo.train(trained, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id,
-                            ppo_config, seed=config.seed, evaluate=shared["point"],
+    curve, _, _ = ppo.train(trained, policy, shared["prompts"], reward, tokenizer.eos_id,
+                            tokenizer.pad_id, ppo_config, seed=config.seed, evaluate=point,
                             eval_every=config.eval_every, desc=f"ppo {method}", watch=watch)
     lam = ppo_config.lam if config.advantage == "gae" else None
     return {"lambda": lam, "curve": curve, "test": curve[-1][2:]}, first

@@ -215,6 +215,12 @@ def tables(record):
             mean = lambda m, key: sum(seeds[s][m][key] for s in g) / len(g)
             cells[f"agreement of the first update, seeds {span_of(g)} (even push)"] = (
                 f"{mean(a, 'agreement'):.2f} / {mean(b, 'agreement'):.2f} ({mean(a, 'even'):.2f})")
+        for g in groups:  # how soon, without a threshold: read after the fact
+            height = lambda s, m: sum(seeds[s][m]["test_curve"][1:]) / (len(seeds[s][m]["test_curve"]) - 1)
+            differences = [height(s, a) - height(s, b) for s in g]
+            cells[f"test curve's mean height after SFT, span - summed, seeds {span_of(g)} (after the fact)"] = (
+                ("{:+.3f} ± {:.3f}" if len(g) > 1 else "{:+.3f} (1 seed)").format(*mean_ci95(differences))
+                + f" ({signs(differences)})")
         for g, f in zip(groups, found):
             differences = [seeds[s][a]["agreement"] - seeds[s][b]["agreement"] for s in g]
             cells[f"agreement, span - summed, paired, seeds {span_of(g)}"] = (
@@ -246,7 +252,7 @@ def main(argv=None):
     parser.add_argument("--task", default="facts", help="the first look's task")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     device = pick_device(args.device)
-    if args.record and not os.access(os.path.dirname(os.path.abspath(args.record)), os.W_OK):
+    if args.record and not records.writable(args.record):
         fail(f"--record {args.record}: not in a folder this run can write to")
     os.makedirs(args.out, exist_ok=True)
     if args.lams:

@@ -43,7 +43,7 @@ from data.tokenizer import Tokenizer, training_texts
 from experiments import records
 from experiments.records import header, interval
 from experiments.first_looks import mean_sd, one_seed
-from experiments.runstate import atomic_save, checked, commit, pick_device
+from experiments.runstate import atomic_save, checked, commit, fail, pick_device
 from experiments.stats import mean_ci95, sign_test
 from model import generate
 from sft import MAX_NEW_TOKENS, evaluate, response_ids, train_sft
@@ -395,6 +395,8 @@ def main(argv=None):
                         "which python -m experiments.report --from reads")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     device = pick_device(args.device)
+    if args.record and not records.writable(args.record):
+        fail(f"--record {args.record}: not in a folder this run can write to")
     os.makedirs(args.out, exist_ok=True)
     if args.probe in args.seeds:
         parser.error(f"--probe {args.probe} is among --seeds: the settings would be chosen on a "

@@ -10,6 +10,7 @@ and the machine; the command and config where the command knows them).
 
     write(path, record)    save a record (a dict with "kind"), keeping results/ at most LIMIT bytes
     read(path)             a record back; ValueError, one line, for anything that is not one
+    writable(path)         whether a record can be written there: checked before a run's work
     interval, row, header  the cells and lines the studies' tables are written with
 
 Each study builds its own tables from a record of its kind (`tables(record)`: [(title, markdown
@@ -44,6 +45,12 @@ def write(path, record):
                          f"{LIMIT / 2 ** 20:.0f} MB; leave out what no table reads")
     os.makedirs(folder, exist_ok=True)
     atomic_save(text, path)
+
+
+def writable(path):
+    """Whether a record can be written at path: its folder exists and this process may write in it
+    (a command checks it before hours of runs, not at the end)."""
+    return os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
 
 
 def read(path):

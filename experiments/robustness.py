@@ -96,24 +96,32 @@ def one_seed(seed, out, device, grid=None):
 
 def measured(run, method):
     """One (seed, setting) run's numbers for method: its validation area, its test hold in updates
-    and in samples, the critic calls by then, and its end score."""
-    batch, curve = run["setting"]["batch"], run["curves"][method]
+    and in samples, the critic calls by then, its end score, and (read after the fact) the first
+    update at or above the line, held or not (None: never)."""
+    batch, curve, start = run["setting"]["batch"], run["curves"][method], run["sft"]["test"]
     area = sum((b[0] - a[0]) * (a[1] + b[1]) / 2 for a, b in zip(curve, curve[1:])) / curve[-1][0]
-    hold = landing.updates_to_hold([(u, test) for u, _, test in curve], run["sft"]["test"])
+    hold = landing.updates_to_hold([(u, test) for u, _, test in curve], start)
+    level = start + landing.HOLD * (1 - start)
     samples = batch * (hold + 1)  # the warm-up's batch counted; never held: batch (U + 2)
     calls = samples if method.startswith("oracle") else run["annotations"]
     return {"area": area, "hold": hold, "samples": samples, "calls": calls,
-            "held": hold <= curve[-1][0], "end": curve[-1][2]}
+            "held": hold <= curve[-1][0], "end": curve[-1][2],
+            "reached": next((u for u, _, test in curve if test >= level), None)}
 
 
-def chosen(runs):
-    """{method: setting name} by the highest mean validation area over the seeds; ties: the
+def ranked(runs):
+    """{method: [setting names]}, by mean validation area over the seeds, highest first; ties: the
     grid's order. runs: {seed: {setting name: run}}."""
     names = [name_of(s) for s in settings()]
     mean_area = lambda method, name: sum(measured(r[name], method)["area"]
                                          for r in runs.values()) / len(runs)
-    return {m: max(names, key=lambda name: (mean_area(m, name), -names.index(name)))
+    return {m: sorted(names, key=lambda name: (-mean_area(m, name), names.index(name)))
             for m in METHODS}
+
+
+def chosen(runs):
+    """{method: setting name}: the first of ranked."""
+    return {method: names[0] for method, names in ranked(runs).items()}
 
 
 def contrast(runs, span, summed, span_setting, summed_setting):
@@ -132,16 +140,19 @@ def tables(record):
     """[(title, markdown lines)]: the chosen settings, the contrasts at them, and the whole grid."""
     runs = record["runs"]
     seeds = sorted(runs, key=int)
-    picked = chosen(runs)
+    order = ranked(runs)
+    picked, second = ({m: names[k] for m, names in order.items()} for k in (0, 1))
     row, header = records.row, records.header
     span_of = lambda: f"{seeds[0]}-{seeds[-1]}"
-    lines = header(["method", "chosen: batch, lr, lambda", "validation area", f"samples to hold, per seed ({span_of()})",
-                    "critic calls by then", "test at the end"])
+    lines = header(["method", "chosen: batch, lr, lambda", "validation area (over the runner-up, paired)",
+                    f"samples to hold, per seed ({span_of()})", "critic calls by then", "test at the end"])
     for method in METHODS:
         at = [measured(runs[s][picked[method]], method) for s in seeds]
+        margin = [a["area"] - measured(runs[s][second[method]], method)["area"] for a, s in zip(at, seeds)]
         setting = runs[seeds[0]][picked[method]]["setting"]
         lines.append(row([f"`{method}`", shown(setting),
-                          f"{sum(m['area'] for m in at) / len(at):.3f}",
+                          f"{sum(m['area'] for m in at) / len(at):.3f} (+{mean_ci95(margin)[0]:.3f} ± "
+                          f"{mean_ci95(margin)[1]:.3f})",
                           " ".join(str(m["samples"]) + ("" if m["held"] else "*") for m in at),
                           " ".join(str(m["calls"]) for m in at), records.interval([m["end"] for m in at])]))
     out = [(f"The robustness grid (facts, seeds {', '.join(seeds)}): each method at the setting it chose on "
@@ -151,15 +162,17 @@ def tables(record):
             lines)]
     lines = header(["judge", "span / summed: batch, lr, lambda", "sooner, tie, later", "samples to hold, span / summed (mean)",
                     "ratio summed / span, geometric mean"])
-    for judge, (span, summed) in JUDGES.items():
-        c = contrast(runs, span, summed, picked[span], picked[summed])
-        ci = "" if c["ratio_ci95"] is None else f" [{c['ratio_ci95'][0]:.2f}, {c['ratio_ci95'][1]:.2f}]"
-        settings_of = [shown(runs[seeds[0]][picked[m]]["setting"]) for m in (span, summed)]
-        lines.append(row([judge, " / ".join(settings_of), f"{c['sooner']}, {c['tie']}, {c['later']}",
-                          f"{sum(a for a, _ in c['pairs']) / len(seeds):.0f} / "
-                          f"{sum(b for _, b in c['pairs']) / len(seeds):.0f}", f"{c['ratio']:.2f}{ci}"]))
-    out.append((f"The robustness grid: span against summed, each at its chosen setting, paired by seed "
-                f"({len(seeds)} seeds; [ ] the t-interval of the mean log ratio, exponentiated)", lines))
+    for which, at in (("", picked), (", runner-ups", second)):
+        for judge, (span, summed) in JUDGES.items():
+            c = contrast(runs, span, summed, at[span], at[summed])
+            ci = "" if c["ratio_ci95"] is None else f" [{c['ratio_ci95'][0]:.2f}, {c['ratio_ci95'][1]:.2f}]"
+            settings_of = [shown(runs[seeds[0]][at[m]]["setting"]) for m in (span, summed)]
+            lines.append(row([judge + which, " / ".join(settings_of), f"{c['sooner']}, {c['tie']}, {c['later']}",
+                              f"{sum(a for a, _ in c['pairs']) / len(seeds):.0f} / "
+                              f"{sum(b for _, b in c['pairs']) / len(seeds):.0f}", f"{c['ratio']:.2f}{ci}"]))
+    out.append((f"The robustness grid: span against summed, each at its chosen setting (then at its runner-up), "
+                f"paired by seed ({len(seeds)} seeds; [ ] the t-interval of the mean log ratio, exponentiated)",
+                lines))
     lines = header(["batch, lr, lambda"] + [f"{judge}: samples span / summed (sooner, tie, later)" for judge in JUDGES])
     for setting in settings():
         name, cells = name_of(setting), []
@@ -170,7 +183,37 @@ def tables(record):
         lines.append(row([shown(setting)] + cells))
     out.append((f"The robustness grid, every setting: the mean over seeds of the samples to hold {record['hold']:.0%} "
                 f"(test), span / summed, and the seeds where spans hold sooner, tie, later", lines))
+    out.append(after_the_fact(runs, seeds))
     return out
+
+
+def after_the_fact(runs, seeds):
+    """(title, lines): what the grid shows beyond the protocol, read after it ran: the first update at
+    the line, held or not, span against summed over every (seed, setting) pair; and per learning rate
+    the runs that drop back below the line after first reaching it, of those that reach it."""
+    every = [(runs[s][name_of(setting)], setting) for s in seeds for setting in settings()]
+    lines = records.header(["after the fact, not the protocol's"] + list(JUDGES))
+    cells = []
+    for span, summed in JUDGES.values():
+        pairs = [(measured(r, span)["reached"], measured(r, summed)["reached"]) for r, _ in every]
+        pairs = [(math.inf if a is None else a, math.inf if b is None else b) for a, b in pairs]
+        cells.append(f"{sum(a < b for a, b in pairs)}, {sum(a == b for a, b in pairs)}, "
+                     f"{sum(a > b for a, b in pairs)}")
+    lines.append(records.row(["first update at the line, held or not: spans sooner, tie, later "
+                              f"({len(every)} pairs)"] + cells))
+    for lr in GRID["lr"]:
+        cells = []
+        for pair in JUDGES.values():
+            counts = []
+            for method in pair:
+                at = [measured(r, method) for r, setting in every if setting["lr"] == lr]
+                reached = [m for m in at if m["reached"] is not None]
+                counts.append(f"{sum(m['hold'] > m['reached'] for m in reached)} of {len(reached)}")
+            cells.append(" / ".join(counts))
+        lines.append(records.row([f"lr {lr:g}: runs that drop back after reaching the line, span / summed"]
+                                 + cells))
+    return ("The robustness grid, read after the fact (test): where the curves first reach the line, and "
+            "which drop back below it", lines)
 
 
 def main(argv=None):
@@ -181,7 +224,7 @@ def main(argv=None):
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, mps, ...")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     device = pick_device(args.device)
-    if args.record and not os.access(os.path.dirname(os.path.abspath(args.record)), os.W_OK):
+    if args.record and not records.writable(args.record):
         fail(f"--record {args.record}: not in a folder this run can write to")
     runs = {str(seed): checked(one_seed, seed, args.out, device) for seed in args.seeds}
     record = {"kind": "robustness", "command": "python -m experiments.robustness "

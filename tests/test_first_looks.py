@@ -93,6 +93,10 @@ def test_the_record_and_the_table_it_rebuilds(tmp_path, monkeypatch, capsys):
     assert "| updates to hold 90% of the gap, per seed (1) | 1 / 3 | 2 / 4 |" in printed
     assert "| spans sooner, seeds 0 / 1 | 1 of 1 / 1 of 1 | 1 of 1 / 1 of 1 |" in printed
     assert "| ratio summed / span, geometric mean, seeds 0 / 1 | 3.00 (1 seed) / 3.00 (1 seed) |" in printed
+    # heights over updates 1-4: text2grad 1 1 1 1, text2grad_last .5 .5 1 1; oracle .5 1 1 1,
+    # oracle_scalar .5 .5 .5 1: +0.25 with either judge
+    assert ("| test curve's mean height after SFT, span - summed, seeds 1 (after the fact) | "
+            "+0.250 (1 seed) (1 higher, 0 lower) | +0.250 (1 seed) (1 higher, 0 lower) |") in printed
     # agreement 0.5 (spans) against 0.4 (sums) on both seeds, the even push at 0.1
     assert "| agreement of the first update, seeds 1 (even push) | 0.50 / 0.40 (0.10) | 0.50 / 0.40 (0.10) |" in printed
     assert "| agreement, span - summed, paired, seeds 1 | +0.10 (1 seed) (1 higher, 0 lower) |" in printed

@@ -167,3 +167,11 @@ def test_a_records_commits_are_every_rows():
     done = [{"first_look": {"commit": "a1"}, "references": {"commit": "b2+changes"}, "deleted": {}},
             {"first_look": {"commit": "a1"}, "references": {"commit": "a1"}, "deleted": {"commit": "c3"}}]
     assert commits_of(done) == ["a1", "b2+changes", "c3", "unrecorded"]
+
+
+def test_an_unwritable_record_is_refused_before_any_run(monkeypatch, capsys):
+    monkeypatch.setattr(information, "probe", None)  # nothing may run: the probe is the first work
+    with pytest.raises(SystemExit) as stop:
+        information.main(["--record", "/no/such/folder/information.json", "--seeds", "10"])
+    assert stop.value.code == 2
+    assert "--record /no/such/folder/information.json: not in a folder" in capsys.readouterr().err

@@ -94,13 +94,35 @@ def test_the_record_and_its_tables(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     report.main(["--from", str(path)])
     printed = capsys.readouterr().out
-    # the spans' area at batch 64 (8 updates): (0.5 * (0.2 + 0.9) + 7 * 0.9) / 8 = 0.856
-    assert "| `text2grad` | 64, 0.0001, 0.95 | 0.856 | 192 192 | 2000 2000 | 1.000 ± 0.000 |" in printed
+    # the spans' area at batch 64 (8 updates): (0.5 * (0.2 + 0.9) + 7 * 0.9) / 8 = 0.856; their
+    # runner-up is the grid's first setting (every other one at 0.5): 32 updates, (0.5 * (0.2 + 0.5)
+    # + 31 * 0.5) / 32 = 0.4953, so the margin is 0.3609 on both seeds
+    assert "| `text2grad` | 64, 0.0001, 0.95 | 0.856 (+0.361 ± 0.000) | 192 192 | 2000 2000 | 1.000 ± 0.000 |" in printed
     assert "| critic | 64, 0.0001, 0.95 / 16, 0.0002, 1 | 0, 0, 2 | 192 / 112 | 0.58 [0.58, 0.58] |" in printed
+    # at the runner-ups (both at the grid's first setting): spans 16 * 3 = 48 samples, sums 16 * 7 = 112
+    assert "| critic, runner-ups | 16, 5e-05, 0.95 / 16, 5e-05, 0.95 | 2, 0, 0 | 48 / 112 | 2.33 [2.33, 2.33] |" in printed
     # the grid: at batch 16 spans hold at update 2 (48 samples), the sums at 6 (112): sooner on both seeds;
     # at batch 64 the sums never hold in 8 updates: 64 * 10 = 640, starred nowhere in this table
     assert "| 16, 5e-05, 0.95 | 48 / 112 (2, 0, 0) | 48 / 112 (2, 0, 0) |" in printed
     assert "| 64, 0.0002, 1 | 192 / 640 (2, 0, 0) | 192 / 640 (2, 0, 0) |" in printed
+
+
+def test_after_the_fact_reads_where_curves_first_reach_the_line_and_drop_back():
+    runs = fake_runs()
+    # seed 30 at the grid's first setting: text2grad reaches the line at update 2, falls to 0.5 at 3
+    curve = runs["30"]["b16_lr5e-05_lam0.95"]["curves"]["text2grad"]
+    curve[3][2] = 0.5
+    title, lines = robustness.after_the_fact(runs, ["30", "31"])
+    rows = {line.split(" | ")[0].strip("| "): line for line in lines[2:]}
+    # 18 settings x 2 seeds: the spans reach the line at update 2, the sums at 6 (at batch 64, with
+    # 8 updates, never): spans sooner in all 36 pairs, with either judge
+    assert rows["first update at the line, held or not: spans sooner, tie, later (36 pairs)"].endswith(
+        "| 36, 0, 0 | 36, 0, 0 |")
+    # at lr 5e-5: 12 span runs reach the line, one drops back; 8 sum runs reach it (batch 64 never)
+    assert rows["lr 5e-05: runs that drop back after reaching the line, span / summed"].endswith(
+        "| 1 of 12 / 0 of 8 | 0 of 12 / 0 of 8 |")
+    assert rows["lr 0.0002: runs that drop back after reaching the line, span / summed"].endswith(
+        "| 0 of 12 / 0 of 8 | 0 of 12 / 0 of 8 |")
 
 
 @pytest.mark.slow
