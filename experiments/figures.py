@@ -1,26 +1,12 @@
-"""figures.py: the charts, as SVG written with the standard library, for the report and the README.
-
-    python -m experiments.figures          # the README's figures, from runs/*/results.json, into figures/
-    python -m experiments.figures --runs DIR --out DIR
-
-From each task's results.json it writes {task}_sft_curve.svg (the SFT policy's greedy validation
-metrics against its training step) and {task}_ppo_curves.svg (each method's validation metric
-against PPO update, mean over seeds with its 95% band); from the K sweep's, sweep_updates_to_50.svg
-and sweep_updates_to_90.svg (updates to reach and hold that share of the gap against K); {task}_overopt.svg
-and sweep_overopt_k{K}.svg, the critic's score (gold) and each method's own reward (proxy) against
-sqrt(KL to the SFT policy). A results.json that lacks a curve is passed over. The HTML report (report.py) draws the same charts inline.
+"""figures.py: the charts of the report (report.py) and the K sweep, as SVG written with the
+standard library: learning curves with their 95% bands (curves_svg), gold against proxy over
+sqrt(KL to the SFT policy) (overopt_svg), and the updates to hold a share of the gap against K
+(thresholds_svg). The README's figure is the first look's own (landing.draw).
 """
-import argparse
-import json
 import math
-import os
-import sys
 from html import escape
 
-from data import get_task
 from experiments import stats
-from experiments.summary import summarise
-from experiments.runstate import atomic_save
 
 # One colour per method, the same in every chart and table.
 COLOURS = {"sft": "#7f7f7f", "ppo_scalar": "#e08a1e", "text2grad": "#1f6fb4", "text2grad_last": "#6fa8dc",
@@ -196,74 +182,3 @@ def thresholds_svg(per_k, q, width=700, height=300):
                      f'stroke-width="2"/><text x="{width - right + 40}" y="{y}">{LABELS.get(n, escape(n))}</text>')
     parts.append("</svg>")
     return "".join(parts)
-
-
-# ---------------------------------------------------------------------------------------------
-
-TASKS = ("summarize", "code", "qa")
-
-
-def write_figures(runs, out):
-    """Every figure the results in runs/{task} and runs/sweep allow, into out. Returns the paths
-    written; raises ValueError (one line) when no results.json is readable."""
-    written, found = [], False
-
-    def save(name, svg):
-        os.makedirs(out, exist_ok=True)
-        path = os.path.join(out, name)
-        atomic_save(svg, path)
-        written.append(path)
-
-    for folder in TASKS + ("sweep",):
-        path = os.path.join(runs, folder, "results.json")
-        if not os.path.exists(path):
-            continue
-        try:
-            with open(path, encoding="utf-8") as f:
-                results = json.load(f)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ValueError(f"{path} is not valid JSON ({error}); run the experiment again") from None
-        found = True
-        if folder == "sweep":
-            for q in ("0.5", "0.9"):
-                save(f"sweep_updates_to_{round(float(q) * 100)}.svg", thresholds_svg(results["per_k"], q))
-            for k, per_k in results["per_k"].items():
-                if any(m.get("overopt") for m in per_k["methods"].values()):
-                    save(f"sweep_overopt_k{k}.svg", overopt_svg(per_k["methods"], f"K = {k}", standalone=True))
-            continue
-        if results.get("sft_training", {}).get("curve"):
-            save(f"{folder}_sft_curve.svg", curves_svg(sft_curve_series(results), "validation", x_label="SFT step",
-                                                       standalone=True))
-        if results.get("methods"):
-            primary = get_task(results["task"]).PRIMARY
-            methods = summarise(results)["methods"]
-            save(f"{folder}_ppo_curves.svg", curves_svg(methods, f"validation {primary}", standalone=True))
-            if any(m.get("overopt") for m in methods.values()):
-                save(f"{folder}_overopt.svg", overopt_svg(methods, folder, standalone=True))
-    if not found:
-        raise ValueError(f"no results.json in {runs}/{{{','.join(TASKS)},sweep}}; run python -m experiments.protocol first")
-    return written
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m experiments.figures", description="The README's figures as SVG files, from results.json.")
-    parser.add_argument("--runs", default="runs", help="the runs' folder, with one sub-folder per task (default runs)")
-    parser.add_argument("--out", default="figures", help="where the SVG files go (default figures)")
-    args = parser.parse_args(argv)
-    try:
-        for path in write_figures(args.runs, args.out):
-            print(f"-> {path}")
-    except ValueError as error:
-        print(f"experiments.figures: error: {error}", file=sys.stderr)
-        sys.exit(2)
-    except (KeyError, TypeError, IndexError) as error:
-        print(f"experiments.figures: error: a results.json in {args.runs} lacks what the figures need "
-              f"({type(error).__name__}: {error}); it may come from an older version: run it again", file=sys.stderr)
-        sys.exit(2)
-    except OSError as error:
-        print(f"experiments.figures: error: cannot write {error.filename or args.out} ({error.strerror})", file=sys.stderr)
-        sys.exit(2)
-
-
-if __name__ == "__main__":
-    main()

@@ -33,9 +33,10 @@ import time
 
 import landing
 from data import get_task
-from experiments import records
+from experiments import fanout, records
+from experiments.ppo_runs import choice_score
 from experiments.records import header, interval
-from experiments.runstate import atomic_save, checked, commit, fail, machine, pick_device
+from experiments.runstate import atomic_save, checked, commit, fail, machine, pick_device, run_to_the_end
 from experiments.stats import mean_ci95
 from text2grad import CONTRASTS, LAMBDAS, METHODS, first_look_config, run
 
@@ -89,20 +90,14 @@ def from_grid(seed, out, task):
     return {**record, "lam": None, "from_grid": sorted(paths.values())}
 
 
-def last_quarter(curve):
-    """The mean validation score over the last quarter of a curve's updates."""
-    budget = curve[-1][0]
-    points = [validation for update, validation, _, _ in curve if update >= 0.75 * budget]
-    return sum(points) / len(points)
-
-
 def choose_lambdas(by_lam):
-    """{method: lambda} from {lambda: [records]}: the lambda whose last_quarter validation score,
-    averaged over the seeds, is highest (ties: the larger lambda); printed with the scores."""
-    print("\nlambda chosen on validation (mean over seeds of the last quarter of the updates)")
+    """{method: lambda} from {lambda: [records]}: the lambda whose validation score over the curve's
+    last quarter of points (ppo_runs.choice_score, the K sweep's rule), averaged over the seeds, is
+    highest (ties: the larger lambda); printed with the scores."""
+    print("\nlambda chosen on validation (mean over seeds of the last quarter of the curve)")
     chosen = {}
     for method in METHODS:
-        scores = {lam: sum(last_quarter(r["table"][method]["curve"]) for r in records) / len(records)
+        scores = {lam: sum(choice_score(r["table"][method]["curve"], "last_quarter") for r in records) / len(records)
                   for lam, records in by_lam.items() if method in records[0]["table"]}
         if scores:
             chosen[method] = max(sorted(scores, reverse=True), key=scores.get)
@@ -250,23 +245,29 @@ def main(argv=None):
     parser.add_argument("--record", default="", help="write the per-seed numbers here (results/NAME.json)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, mps, ...")
     parser.add_argument("--task", default="facts", help="the first look's task")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    fanout.add_flags(parser)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(argv)
+    fanout.check_flags(parser, args)
     device = pick_device(args.device)
     if args.record and not records.writable(args.record):
         fail(f"--record {args.record}: not in a folder this run can write to")
     os.makedirs(args.out, exist_ok=True)
+    args.out = os.path.abspath(args.out)  # where a Ray worker writes, wherever it was started
+    units = fanout.Units(args.ray, out=args.out, cpus=args.unit_cpus, gpus=args.unit_gpus, device=device)
+    lams = args.lams or [None]  # None: text2grad.LAMBDAS
+    with units:
+        runs = units.wait({(seed, lam): units.submit(f"seed {seed}" + ("" if lam is None else f" lambda {lam}"),
+                                                     checked, one_seed, seed, args.out, device, lam, task=args.task)
+                           for seed in args.seeds for lam in lams})
+        if args.ray:
+            units.report()
+    for (seed, lam), seed_record in runs.items():
+        print(f"seed {seed}" + ("" if lam is None else f", lambda {lam}") + f": {seed_record['seconds']:.0f} s")
     if args.lams:
-        by_lam = {lam: [] for lam in args.lams}
-        for seed in args.seeds:
-            for lam in args.lams:
-                by_lam[lam].append(checked(one_seed, seed, args.out, device, lam=lam, task=args.task))
-                print(f"seed {seed}, lambda {lam}: {by_lam[lam][-1]['seconds']:.0f} s", flush=True)
-        choose_lambdas(by_lam)
+        choose_lambdas({lam: [runs[seed, lam] for seed in args.seeds] for lam in args.lams})
         return
-    done = []
-    for seed in args.seeds:
-        done.append(checked(one_seed, seed, args.out, device, task=args.task))
-        print(f"seed {seed}: {done[-1]['seconds']:.0f} s", flush=True)
+    done = [runs[seed, None] for seed in args.seeds]
     chosen = [r for r in done if r["seed"] in args.confirm]
     others = [r for r in done if r["seed"] not in args.confirm]
     if chosen:
@@ -274,11 +275,11 @@ def main(argv=None):
     summary(others, "confirmed on" if chosen else "the first look over seeds")
     if args.record:
         seeds, found = summary(done, "all seeds")
-        record = {"kind": "first_look",
-                  "command": "python -m experiments.first_looks " + " ".join(sys.argv[1:] if argv is None else argv),
-                  "task": args.task, "confirm": sorted(args.confirm), "hold": landing.HOLD, "commits": sorted({r["commit"] for r in done}),
-                  "machines": sorted({r["machine"] for r in done}),
-                  "config": dataclasses.asdict(first_look_config(**done[0]["fields"])), "seconds": {r["seed"]: round(r["seconds"]) for r in done},
+        record = {"kind": "first_look", "command": "python -m experiments.first_looks " + " ".join(argv),
+                  "task": args.task, "confirm": sorted(args.confirm), "hold": landing.HOLD,
+                  "commits": sorted({r["commit"] for r in done}), "machines": sorted({r["machine"] for r in done}),
+                  "config": dataclasses.asdict(first_look_config(**done[0]["fields"])),
+                  "seconds": {r["seed"]: round(r["seconds"]) for r in done}, "units": units.record(),
                   "seeds": {r["seed"]: s for r, s in zip(done, seeds)},
                   "finding": {"chosen on": finding([s for r, s in zip(done, seeds) if r["seed"] in args.confirm])
                               if chosen else None,
@@ -290,4 +291,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_to_the_end(main, "runs/first_looks", "text2grad first_looks", "again (what is written is read back)")

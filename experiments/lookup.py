@@ -2,7 +2,6 @@
 right_answer, question kind by question kind, against training steps, for each lever.
 
     python -m experiments.lookup --out runs/lookup                 # every lever, about 20 min on 2 cores
-    python -m experiments.lookup --out runs/lookup --levers canon+pretraining
 
 A lever is a trunk (GPTConfig.canon: the canon layers, on or off) and a recipe (SFT alone from random
 weights, or the pretraining stage's documents first, then the same SFT). Each lever trains the
@@ -64,11 +63,10 @@ def study(lever, preset, splits, demonstrations, tokenizer, device, seed):
 
 
 def main(argv=None):
-    """python -m experiments.lookup --out DIR [--levers ...]: each lever's per-kind validation
-    right_answer curve on qa, into DIR/lookup.json."""
+    """python -m experiments.lookup --out DIR: each lever's per-kind validation right_answer curve
+    on qa, into DIR/lookup.json (a lever already there, of the same seed, is kept)."""
     parser = argparse.ArgumentParser(prog="python -m experiments.lookup", description=main.__doc__.split("\n")[0])
     parser.add_argument("--out", default="runs/lookup", help="output folder (default runs/lookup)")
-    parser.add_argument("--levers", nargs="+", default=list(LEVERS), choices=list(LEVERS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
@@ -84,7 +82,7 @@ def main(argv=None):
         if results.get("seed") != args.seed:
             fail(f"{path} holds levers of seed {results.get('seed')}, not {args.seed}; use another --out")
     results["seed"] = args.seed
-    for lever in args.levers:
+    for lever in (lever for lever in LEVERS if lever not in results):
         results[lever] = study(lever, preset, splits, demonstrations, tokenizer, device, args.seed)
         atomic_save(json.dumps(results, indent=1), path)  # each lever kept as soon as it is done
     print("greedy validation right_answer by question kind; step counts SFT steps after any pretraining")

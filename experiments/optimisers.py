@@ -14,7 +14,7 @@ GRPO method its group size. Prints, on test, per method: each optimiser's mean w
 interval and its choice, GRPO - PPO paired over the seeds (runs that read one reward-model seed
 averaged first, as experiments/summary.py does), the validation curve's mean height for both (a
 sweep's test curve, which its thresholds read), the updates each needs (on a task, until the mean
-validation curve reaches scalar PPO's final score; in a sweep, the Kaplan-Meier median to hold 90%
+validation curve holds scalar PPO's final score to the end; in a sweep, the Kaplan-Meier median to hold 90%
 of the gap from SFT to 1), the explained variance of PPO's value head (GRPO has none); then
 placement (every token - last token) and the paper's contrast (Text2Grad - scalar PPO) under each
 optimiser. A span method normalised per response (--per response, results_grpo_sum.json) sums its
@@ -60,14 +60,14 @@ def heights(method):
 
 def updates(block, name, n, level):
     """Updates to a level, from the first n seeds: in a sweep, the Kaplan-Meier median to hold 90% of
-    the gap from SFT to 1 (sweep.thresholds); in a task's run, the first update at which the mean
-    validation curve reaches `level`. "-" where it is never reached."""
+    the gap from SFT to 1 (sweep.thresholds); in a task's run, the first update from which the mean
+    validation curve holds `level` to the end (stats.updates_to_hold). "-" where it never does."""
     if "thresholds" in block:
         held = block["thresholds"][name]["0.9"]["per_seed"][:n]
         never = block["updates"] + block["eval_every"]  # the bound written for a seed that never holds it
         u = stats.km_median([min(h, block["updates"]) for h in held], [h < never for h in held])
     else:
-        u = stats.updates_to_match(stats.mean_curve(block["methods"][name]["curves"][:n]), level)
+        u = stats.updates_to_hold(stats.mean_curve(block["methods"][name]["curves"][:n]), level)
     return "-" if u is None else str(u)
 
 
@@ -77,7 +77,7 @@ def table(title, block, grpo_blocks):
     grpo = runs["token"]
     sweep = "thresholds" in block
     level = None if sweep else sum(c[-1][1] for c in ppo["ppo_scalar"]["curves"]) / len(ppo["ppo_scalar"]["curves"])
-    reach = "to 90%" if sweep else "to PPO scalar's final"
+    reach = "to hold 90%" if sweep else "to hold PPO scalar's final"
     print(f"\n{title}: test score, mean ± 95% interval over seeds (PPO's lambda, GRPO's group size); GRPO - PPO paired "
           f"by seed; curve height on {'test' if sweep else 'validation'}; updates {reach} (PPO, GRPO); PPO's value head")
     print(f"{'method':15s} {'PPO (lambda)':>24s} {'GRPO (group)':>24s}  {'GRPO - PPO':>26s} {'height, GRPO - PPO':>26s}"

@@ -1,16 +1,18 @@
 """experiments/ppo_runs.py: the lab's PPO stage, every method of the 2 x 2 from one SFT policy over seeds.
 
     configs(preset["ppo"])   -> (ppo.PPOConfig, guards.Guards, experiments.refresh.RefreshConfig)
+    Pipeline                 what every PPO run of a study reads (the shared stages' models and data)
+    run_once(...)            one PPO run, a stage of progress.json: the unit the lab fans out
     ppo_stage(...)           each method at each GAE lambda of a grid on the first seed, the one
                              chosen on validation (choice_score) run on the other seeds, each PPO seed
                              reading its reward-model seed; then test, for the chosen runs only
 
-The experiment (protocol.py) and the K sweep (sweep.py) both call it; each run is a stage of
-progress.json, so --resume skips it.
+The experiment (protocol.py) and the K sweep (sweep.py, its ablation too) call them; each run is a
+stage of progress.json, so --resume skips it, and a unit of experiments/fanout.py, so --ray runs
+the runs that wait for nothing else side by side.
 """
 import copy
 import dataclasses
-import glob
 import json
 import os
 import time
@@ -19,11 +21,24 @@ from dataclasses import replace
 import guards
 import ppo
 from experiments.checkpoint import load_checkpoint, save_checkpoint
+from experiments.fanout import Units
 from experiments.measures import evaluate_policy, overoptimisation, primary_score
 from experiments.refresh import RefreshConfig, method_reward
 from experiments.runstate import atomic_save, fail
 from sft import MAX_NEW_TOKENS
 from text2grad import METHODS
+
+
+@dataclasses.dataclass
+class Pipeline:
+    """What every PPO run of a study reads, made by its shared stages."""
+    task: object           # the data/ module of the task
+    policy: object         # the SFT policy: where every run starts, and its KL reference
+    tokenizer: object
+    splits: dict           # {"train", "validation", "test"}: lists of examples
+    reward_models: dict    # {reward seed: {name: reward model}} (protocol.reward_stage)
+    items: object = None   # the reward models' training items the refresh mixes in: one list, or
+                           # {reward seed: items} when each seed trained on its own annotations
 
 
 def reward_settings(preset, name):
@@ -53,42 +68,86 @@ def configs(fields, **extra):
 
 def choice_score(curve, choose_by):
     """What a lambda is chosen by, from its validation curve [(update, score, ...)]: the final score
-    ("final"), the mean over the curve's last quarter of points ("last_quarter": where the run ends
-    up, less noisy than one point), or the mean over all its points ("mean", which rewards getting
-    there sooner, and so a run that rises fast and then collapses)."""
-    if choose_by == "mean":
-        return sum(p[1] for p in curve) / len(curve)
+    ("final"), or the mean over the curve's last quarter of points ("last_quarter": where the run
+    ends up, less noisy than one point)."""
     if choose_by == "last_quarter":
         tail = curve[-max(1, len(curve) // 4):]
         return sum(p[1] for p in tail) / len(tail)
     if choose_by == "final":
         return curve[-1][1]
-    raise ValueError(f"unknown choose_by {choose_by!r}; use 'final', 'last_quarter' or 'mean'")
+    raise ValueError(f"unknown choose_by {choose_by!r}; use 'final' or 'last_quarter'")
 
 
-def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, preset, seeds, compile, out, progress,
-              reward_items=None):
-    """Every method of METHODS from the SFT policy, each run a stage of its own for --resume.
-    reward_models {reward seed: {name: model}} (reward_stage): the j-th PPO seed reads the
+def run_once(pipeline, name, seed, reward_seed, config, shaping, refresh, preset, stage, progress,
+             checkpoint=None, desc=None):
+    """One PPO run of method `name` from the SFT policy with PPO seed `seed`, reading reward seed
+    `reward_seed`'s models; a stage of progress.json, skipped once finished. Its curve's points
+    (every preset["eval_every"] updates): the validation score, with preset["test_curve"] the
+    test score beside it (the K sweep reads its thresholds there; nothing is chosen by it), and
+    last the over-optimisation measurement on the first preset["overopt_prompts"] validation
+    prompts, whose proxy is the run's reward models as they are at that point. checkpoint: where
+    its policy waits for the test stage."""
+    if stage in progress:
+        return
+    start, task, tokenizer, splits = time.time(), pipeline.task, pipeline.tokenizer, pipeline.splits
+    model = ppo.PolicyWithValue(copy.deepcopy(pipeline.policy), config.detach_value)
+    items = pipeline.items[reward_seed] if isinstance(pipeline.items, dict) else pipeline.items
+    reward, run_models = method_reward(name, task, tokenizer, splits["train"],
+                                       pipeline.reward_models[reward_seed], shaping, refresh, items, seed)
+    validation = splits["validation"]
+    watch = overoptimisation(name, task, tokenizer, validation[:preset.get("overopt_prompts", 64)],
+                             run_models, pipeline.policy, config, seed=1)
+
+    def point(gpt):
+        score = primary_score(task, gpt, tokenizer, validation)
+        test = (primary_score(task, gpt, tokenizer, splits["test"], "test"),) if preset.get("test_curve") else ()
+        return (score, *test, watch(gpt))
+    prompts = [tokenizer.prompt(e.prompt) for e in splits["train"]]
+    curve, logged, warmup = ppo.train(model, pipeline.policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id,
+                                      config, seed=seed, evaluate=point, eval_every=preset["eval_every"], desc=desc)
+    if checkpoint:
+        save_checkpoint(checkpoint, model.gpt, tokenizer, config.updates)
+    progress.finish(stage, {"curve": curve, "history": logged, "warmup": warmup}, start)
+
+
+def test_once(pipeline, checkpoint, stage, progress, of, keep=None):
+    """The test stage of one run: its policy (checkpoint) answers the test prompts greedily; keep:
+    (policy file, samples file, step) the first seed's run also leaves in the folder."""
+    start, task, tokenizer = time.time(), pipeline.task, pipeline.tokenizer
+    device = next(pipeline.policy.parameters()).device
+    gpt = load_checkpoint(checkpoint, device, tokenizer, pipeline.policy.config)[0]
+    test, samples = evaluate_policy(task, gpt, tokenizer, pipeline.splits["test"])
+    if keep:
+        save_checkpoint(keep[0], gpt, tokenizer, keep[2])
+        atomic_save("".join(json.dumps(s) + "\n" for s in samples), keep[1])
+    progress.finish(stage, test, start, of=of)
+
+
+def ppo_stage(pipeline, sft_results, preset, seeds, compile, out, progress, units=None):
+    """Every method of METHODS from the SFT policy, each run a stage of its own for --resume and a
+    unit of `units` (experiments/fanout.Units; default: one after another, in this process).
+    pipeline.reward_models {reward seed: {name: model}} (reward_stage): the j-th PPO seed reads the
     (j mod R)-th reward seed's models, so that over the runs both the PPO seed and the reward
-    model's seed vary (summary.py's intervals average the runs of a reward seed first). reward_items:
-    the reward models' training items the refresh mixes in, one list, or {reward seed: items} when
-    each seed trained on its own annotations (protocol.draw_stage).
+    model's seed vary (summary.py's intervals average the runs of a reward seed first).
       1. GAE lambda: one run per lambda of preset["lambdas"] at the first seed; the method keeps the
-         lambda whose final validation score is highest (the first of equals, in grid order), or,
-         with preset["choose_by"] "mean", whose validation curve has the highest mean (sooner is better);
+         lambda whose choice_score (preset["choose_by"], "final" by default) is highest (the first
+         of equals, in grid order);
       2. the other seeds at that lambda; the first seed's run at it is reused, not run again;
       3. test: the chosen runs, and only those, are evaluated on the test split (with
          preset["test_curve"], every curve point also holds the test score: read by the K sweep,
          never by a choice).
+    Each run depends on its method, knob and seeds alone, so the runs of step 1 all start at once,
+    a method's step 2 once its grid is done, its step 3 once its runs are.
     --resume with more --seeds adds the new seeds' runs to a finished run. With preset["ppo"]
     ["advantage"] "grpo" the group sizes of preset["groups"] take the lambdas' place (methods[name]
     ["group"]; "lambda" None), in stages and files of their own (grpo/..., ppo_{name}_grpo*.pt).
     Returns (methods, history, grid): methods[name] = {lambda, scores (test, per seed), curves (the
-    validation curve per seed), test (the first seed's metrics), tests (every seed's), explained_variance(_mc) and warmup
-    (per seed), reward_seeds (the reward seed each run read), time_s}, with "sft" (from sft_results) as the starting point; history["<name>/<seed>"]
-    the logged statistics per update; grid[name][lambda] the validation score each lambda's run was
+    validation curve per seed), test (the first seed's metrics), tests (every seed's),
+    explained_variance(_mc) and warmup (per seed), reward_seeds (the reward seed each run read),
+    time_s}, with "sft" (from sft_results) as the starting point; history["<name>/<seed>"] the
+    logged statistics per update; grid[name][lambda] the validation score each lambda's run was
     chosen by. Means and intervals over the seeds are experiments/summary.py's."""
+    units, task = units or Units(), pipeline.task
     config, shaping, refresh = configs(preset["ppo"], max_new_tokens=MAX_NEW_TOKENS, compile=compile)
     # GRPO's runs choose their group size as PPO's choose lambda, in stages and files of their own:
     # grpo/..., or grpo_sum/... for a span method whose rewards are summed before normalising (per
@@ -99,89 +158,72 @@ def ppo_stage(task, policy, tokenizer, splits, reward_models, sft_results, prese
         "grpo_sum" if config.per == "response" and METHODS[name][1] == "every" else "grpo")
     prefix = lambda name: f"{variant(name)}/" if grpo else ""   # of its stages
     tag = lambda name: f"_{variant(name)}" if grpo else ""      # of its files
-    train = splits["train"]
-    prompts = [tokenizer.prompt(e.prompt) for e in train]
-    validation = splits["validation"]
-    device = next(policy.parameters()).device
 
-    watched = validation[:preset.get("overopt_prompts", 64)]
-
-    def validation_score(name, run_models):
-        """The curve's point for method `name`: validation, with preset["test_curve"] the test score
-        beside it (the K sweep reads its thresholds there; nothing is chosen by it), and last the
-        over-optimisation measurement on the first overopt_prompts validation prompts (overoptimisation),
-        whose proxy is the run's reward models as they are at that point."""
-        watch = overoptimisation(name, task, tokenizer, watched, run_models, policy, config, seed=1)
-
-        def point(gpt):
-            score = primary_score(task, gpt, tokenizer, validation)
-            test = (primary_score(task, gpt, tokenizer, splits["test"], "test"),) if preset.get("test_curve") else ()
-            return (score, *test, watch(gpt))
-        return point
-
-    reward_seeds = list(reward_models)
+    reward_seeds = list(pipeline.reward_models)
     reads = {seed: reward_seeds[j % len(reward_seeds)] for j, seed in enumerate(seeds)}  # PPO seed -> reward seed
-    suffix = lambda seed: "" if reads[seed] == reward_seeds[0] else f"/reward{reads[seed]}"  # older runs' names kept
+    suffix = lambda seed: "" if reads[seed] == reward_seeds[0] else f"/reward{reads[seed]}"
     stage_of = lambda name, lam, seed: (f"{prefix(name)}ppo/{name}{chosen_tag(preset, METHODS[name][0])}/{knob}{lam}/"
                                         f"{seed}{suffix(seed)}")
     test_of = lambda name, seed: f"{prefix(name)}test/{name}{chosen_tag(preset, METHODS[name][0])}/{seed}{suffix(seed)}"
     checkpoint = lambda name, lam, seed: os.path.join(out, f"ppo_{name}{tag(name)}_{knob}{lam}_seed{seed}.pt")
 
-    def run_once(name, lam, seed):
-        """One PPO run; its policy waits in checkpoint(name, lam, seed) for the test stage. With GRPO,
-        lam is the group size, and a last-token reward is normalised per response."""
-        stage, start = stage_of(name, lam, seed), time.time()
+    def run(name, lam, seed):
+        """Submit one PPO run (nothing if it is finished); with GRPO, lam is the group size, and a
+        last-token reward is normalised per response."""
+        stage = stage_of(name, lam, seed)
         if stage in progress:
-            return
+            return None
         run_config = replace(config, group=lam, per=config.per if METHODS[name][1] == "every" else "response") \
             if grpo else replace(config, lam=lam)
-        model = ppo.PolicyWithValue(copy.deepcopy(policy), run_config.detach_value)
-        items = reward_items[reads[seed]] if isinstance(reward_items, dict) else reward_items
-        reward, run_models = method_reward(name, task, tokenizer, train, reward_models[reads[seed]], shaping, refresh,
-                                           items, seed)
-        curve, logged, warmup = ppo.train(
-            model, policy, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, run_config, seed=seed,
-            evaluate=validation_score(name, run_models),
-            eval_every=preset["eval_every"], desc=f"{variant(name) or 'ppo'} {name} {knob} {lam} seed {seed}")
-        save_checkpoint(checkpoint(name, lam, seed), model.gpt, tokenizer, config.updates)
-        progress.finish(stage, {"curve": curve, "history": logged, "warmup": warmup}, start)
+        desc = f"{variant(name) or 'ppo'} {name} {knob} {lam} seed {seed}"
+        return units.submit(stage, run_once, pipeline, name, seed, reads[seed], run_config, shaping, refresh, preset,
+                            stage, progress, checkpoint(name, lam, seed), desc)
 
-    sft_test = sft_results["test"]
-    methods = {"sft": {"scores": [sft_test[task.PRIMARY]], "curves": [[[0, sft_results["validation"][task.PRIMARY]]]],
-                       "test": sft_test}}
-    history, grid = {}, {}
+    def test(name, lam, seed):
+        """Submit the test of a chosen run (nothing if it is tested at this lambda already)."""
+        stage = test_of(name, seed)
+        stale = stage in progress and not progress.made_of(stage, f"{knob}{lam}")  # the grid changed since
+        if stale and not os.path.exists(checkpoint(name, lam, seed)):
+            fail(f"{stage} was tested at another {knob} than the {lam} now chosen, and that run's policy is gone: "
+                 "resume with the grid it was run with, or use another --out")
+        if stage in progress and not stale:
+            return None
+        keep = (os.path.join(out, f"ppo_{name}{tag(name)}.pt"), os.path.join(out, f"samples_{name}{tag(name)}.jsonl"),
+                config.updates) if seed == seeds[0] else None
+        return units.submit(stage, test_once, pipeline, checkpoint(name, lam, seed), stage, progress, f"{knob}{lam}",
+                            keep)
+
+    waiting = lambda handles: units.wait([h for h in handles if h is not None])
+    grid_runs = {name: [run(name, lam, seeds[0]) for lam in knobs] for name in METHODS}
+    grid, chosen, later, tests = {}, {}, {}, {}
     for name in METHODS:
-        for lam in knobs:
-            run_once(name, lam, seeds[0])
+        waiting(grid_runs[name])
         curves = [progress[stage_of(name, lam, seeds[0])]["curve"] for lam in knobs]
         scores = [choice_score(curve, preset.get("choose_by", "final")) for curve in curves]
         grid[name] = dict(zip(knobs, scores))
-        lam = max(knobs, key=lambda candidate: grid[name][candidate])
-        for seed in seeds[1:]:
-            run_once(name, lam, seed)
-        for seed in seeds:
-            stage, start = test_of(name, seed), time.time()
-            stale = stage in progress and not progress.made_of(stage, f"{knob}{lam}")  # the grid changed since
-            if stale and not os.path.exists(checkpoint(name, lam, seed)):
-                fail(f"{stage} was tested at another {knob} than the {lam} now chosen, and that run's policy is gone: "
-                     "resume with the grid it was run with, or use another --out")
-            if stage not in progress or stale:
-                gpt = load_checkpoint(checkpoint(name, lam, seed), device, tokenizer, policy.config)[0]
-                test, samples = evaluate_policy(task, gpt, tokenizer, splits["test"])
-                if seed == seeds[0]:
-                    save_checkpoint(os.path.join(out, f"ppo_{name}{tag(name)}.pt"), gpt, tokenizer, config.updates)
-                    atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(out, f"samples_{name}{tag(name)}.jsonl"))
-                progress.finish(stage, test, start, of=f"{knob}{lam}")
-        for leftover in glob.glob(checkpoint(name, "*", "*")):  # ppo_{name}.pt keeps seed 0's
-            os.remove(leftover)
-
+        chosen[name] = max(knobs, key=lambda candidate: grid[name][candidate])
+        later[name] = [run(name, chosen[name], seed) for seed in seeds[1:]]
+    for name in METHODS:
+        waiting(later[name])
+        tests[name] = [test(name, chosen[name], seed) for seed in seeds]
+    sft_test = sft_results["test"]
+    methods = {"sft": {"scores": [sft_test[task.PRIMARY]], "curves": [[[0, sft_results["validation"][task.PRIMARY]]]],
+                       "test": sft_test}}
+    history = {}
+    for name in METHODS:
+        waiting(tests[name])
+        lam = chosen[name]
+        for leftover in {checkpoint(name, k, seeds[0]) for k in knobs} | {checkpoint(name, lam, s) for s in seeds}:
+            if os.path.exists(leftover):  # ppo_{name}.pt keeps the first seed's
+                os.remove(leftover)
         runs = [progress[stage_of(name, lam, seed)] for seed in seeds]
         history.update({f"{name}/{seed}": run["history"] for seed, run in zip(seeds, runs)})
-        tests = [progress[test_of(name, seed)] for seed in seeds]
-        scores = [test[task.PRIMARY] for test in tests]
+        tests_of = [progress[test_of(name, seed)] for seed in seeds]
+        scores = [t[task.PRIMARY] for t in tests_of]
         time_s = sum(progress.time(stage_of(name, lam, seed)) + progress.time(test_of(name, seed)) for seed in seeds)
-        methods[name] = {"lambda": None if grpo else lam, **({"group": lam} if grpo else {}), "scores": scores, "curves": [run["curve"] for run in runs],
-                         "test": tests[0], "tests": tests, "explained_variance": [run["history"][-1]["explained_variance"] for run in runs],
+        methods[name] = {"lambda": None if grpo else lam, **({"group": lam} if grpo else {}), "scores": scores,
+                         "curves": [run["curve"] for run in runs], "test": tests_of[0], "tests": tests_of,
+                         "explained_variance": [run["history"][-1]["explained_variance"] for run in runs],
                          "explained_variance_mc": [run["history"][-1]["explained_variance_mc"] for run in runs],
                          "warmup": [run["warmup"] for run in runs], "reward_seeds": [reads[seed] for seed in seeds],
                          "time_s": time_s}

@@ -17,7 +17,6 @@ import json
 import os
 import sys
 import time
-from dataclasses import replace
 
 import torch
 
@@ -26,10 +25,10 @@ from data.annotations import annotate, read_annotations, read_jsonl
 from data.tokenizer import Tokenizer, training_texts
 from experiments.checkpoint import load_checkpoint, save_checkpoint
 from experiments.measures import evaluate_policy, flaw_rates, mean_metrics, reward_metrics
-from experiments.ppo_runs import chosen_tag, configs, ppo_stage, reward_settings
+from experiments.fanout import Units, add_flags, check_flags
+from experiments.ppo_runs import Pipeline, chosen_tag, configs, ppo_stage, reward_settings
 from experiments.runstate import (Progress, add_run_flags, atomic_save, check_run_flags, checked, fail, machine,
                                   pick_device, run_to_the_end)
-from experiments import revise
 from experiments.presets import PRESETS  # noqa: F401  (protocol.PRESETS, as the lab reads it)
 from experiments.showcase import showcase
 from guards import PRAISE
@@ -157,6 +156,19 @@ def pretrain_stage(task, examples, validation, tokenizer, preset, device, seed, 
     return os.path.join(out, "base.pt")
 
 
+def evaluate_stage(task, model, tokenizer, splits, out, progress):
+    """The SFT policy's greedy answers to the validation and test prompts, each read by the task's
+    metrics and critic (measures.evaluate_policy), the test answers saved as out/samples.jsonl; a
+    stage of progress.json ("evaluate"). Returns {"validation", "test"}: their metrics."""
+    start = time.time()
+    if "evaluate" not in progress:
+        validation, _ = evaluate_policy(task, model, tokenizer, splits["validation"])
+        test, samples = evaluate_policy(task, model, tokenizer, splits["test"])
+        atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(out, "samples.jsonl"))
+        progress.finish("evaluate", {"validation": validation, "test": test}, start)
+    return progress["evaluate"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Annotation and reward models
 
@@ -179,20 +191,26 @@ def annotate_stage(task, policy, tokenizer, splits, samples_per_prompt, seed, ou
     return records
 
 
-def draw_stage(task, policy, tokenizer, annotated, preset, seeds, out, progress):
+def draw(task, policy, tokenizer, annotated, samples_per_prompt, seed, out, progress):
+    """One reward seed's draw of its own (draw_stage), a stage of progress.json: annotate/{seed}."""
+    start = time.time()
+    annotate_stage(task, policy, tokenizer, {"train": annotated}, samples_per_prompt, seed, out, only=("train",),
+                   name=f"draw{seed}")
+    progress.finish(f"annotate/{seed}", {}, start)
+
+
+def draw_stage(task, policy, tokenizer, annotated, preset, seeds, out, progress, units):
     """With --own-annotations, every reward-model seed after the first gets a draw of its own: the SFT
     policy's answers to the annotated prompts sampled afresh (generator seed = the reward seed) and
-    annotated by the critic, saved as out/draw{seed}_train.jsonl (stage annotate/{seed}). The first
-    seed's draw is the annotate stage's. Validation and test records measure a model's fit and stay
-    the first draw's. Returns {seed: encoded training items} for seeds[1:]."""
+    annotated by the critic, saved as out/draw{seed}_train.jsonl (stage annotate/{seed}), each a unit
+    of `units`. The first seed's draw is the annotate stage's. Validation and test records measure a
+    model's fit and stay the first draw's. Returns {seed: encoded training items} for seeds[1:]."""
+    units.wait([units.submit(f"annotate/{seed}", draw, task, policy, tokenizer, annotated,
+                             preset["samples_per_prompt"], seed, out, progress)
+                for seed in seeds[1:] if f"annotate/{seed}" not in progress])
     items = {}
     for seed in seeds[1:]:
-        stage, start, name = f"annotate/{seed}", time.time(), f"draw{seed}"
-        if stage not in progress:
-            annotate_stage(task, policy, tokenizer, {"train": annotated}, preset["samples_per_prompt"], seed, out,
-                           only=("train",), name=name)
-            progress.finish(stage, {}, start)
-        path = os.path.join(out, f"{name}_train.jsonl")
+        path = os.path.join(out, f"draw{seed}_train.jsonl")
         records = checked(read_jsonl, path, check=None)
         _, items[seed], alignment = encode_records(tokenizer, records, policy.config.block_size)
         check_skipped(alignment, path)
@@ -207,38 +225,45 @@ def reward_stage_names(preset, name, seeds):
     return {seed: f"reward/{name}{chosen_tag(preset, name)}" + ("" if seed == seeds[0] else f"/{seed}") for seed in seeds}
 
 
-def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out, progress, names=tuple(REWARD_MODELS),
-                 draws=None):
-    """Train (or, when resuming, load) and evaluate the reward models `names` (of REWARD_MODELS) on
-    the annotated records ({split: records}) and their encodings ({split: items}), each starting from
-    a copy of `trunk` with a zero-initialised head, once per seed of `seeds` (--seed, --seed+1, ...:
-    the seed sets the minibatch order, the same for every kind, so a seed is a pair; draws {seed:
-    training items} (draw_stage) gives a seed its own annotations in place of encoded["train"]). Seed s's
-    models are saved as reward_{name}.pt (the first seed) or reward_{name}_seed{s}.pt; ppo_stage's
-    runs read them in turn. Each is evaluated on test (reported) and on validation (for comparing
-    settings, e.g. --reward-start, without reading test).
-    Returns ({name: the first seed's metrics, with "seeds": {metric: [per seed]}}, {seed: {name: model}})."""
-    results, models = {}, {seed: {} for seed in seeds}
+def train_reward(trunk, tokenizer, name, train, records, encoded, preset, seed, path, stage, progress):
+    """One reward model (reward_stage), a stage of progress.json: `name` of REWARD_MODELS from a copy
+    of `trunk` with a zero-initialised head, trained on the items `train` with seed `seed`, saved at
+    path, evaluated on test (reported) and on validation (for comparing settings without reading
+    test)."""
+    start, device = time.time(), next(trunk.parameters()).device
+    (kind, cot), (lr, steps) = REWARD_MODELS[name], reward_settings(preset, name)
     shaping = configs(preset["ppo"])[1]  # the guards PPO is paid through: the scalar model's target sums through them
+    model = RewardModel(copy.deepcopy(trunk), kind, cot, shaping).to(device)
+    losses = train_reward_model(model, tokenizer, train, steps, preset["batch_size"], lr, device, seed,
+                                desc=f"reward model ({name}, seed {seed})")
+    save_checkpoint(path, model, tokenizer, steps, kind=kind, cot=cot)
+    metrics = reward_metrics(model, tokenizer, records["test"], encoded["test"])
+    validation = reward_metrics(model, tokenizer, records["validation"], encoded["validation"])
+    metrics.update(final_loss=sum(losses[-20:]) / len(losses[-20:]), validation=validation)
+    progress.finish(stage, metrics, start)
+
+
+def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out, progress, units,
+                 names=tuple(REWARD_MODELS), draws=None):
+    """Train (or, when resuming, load) and evaluate the reward models `names` (of REWARD_MODELS) on
+    the annotated records ({split: records}) and their encodings ({split: items}), each a unit of
+    `units` (train_reward), once per seed of `seeds` (--seed, --seed+1, ...: the seed sets the
+    minibatch order, the same for every kind, so a seed is a pair; draws {seed: training items}
+    (draw_stage) gives a seed its own annotations in place of encoded["train"]). Seed s's models are
+    saved as reward_{name}.pt (the first seed) or reward_{name}_seed{s}.pt; ppo_stage's runs read
+    them in turn.
+    Returns ({name: the first seed's metrics, with "seeds": {metric: [per seed]}}, {seed: {name: model}})."""
+    path = lambda name, seed: os.path.join(out, f"reward_{name}.pt" if seed == seeds[0] else f"reward_{name}_seed{seed}.pt")
+    stages = {name: reward_stage_names(preset, name, seeds) for name in names}
+    units.wait([units.submit(stage, train_reward, trunk, tokenizer, name, (draws or {}).get(seed, encoded["train"]),
+                             records, encoded, preset, seed, path(name, seed), stage, progress)
+                for name in names for seed, stage in stages[name].items() if stage not in progress])
+    results, models = {}, {seed: {} for seed in seeds}
     for name in names:
-        kind, cot = REWARD_MODELS[name]
-        stages, (lr, steps) = reward_stage_names(preset, name, seeds), reward_settings(preset, name)
-        for seed, stage in stages.items():
-            path = os.path.join(out, f"reward_{name}.pt" if seed == seeds[0] else f"reward_{name}_seed{seed}.pt")
-            if stage not in progress or not os.path.exists(path):  # runs before this saved only the first seed's
-                start = time.time()
-                model = RewardModel(copy.deepcopy(trunk), kind, cot, shaping).to(device)
-                train = (draws or {}).get(seed, encoded["train"])
-                losses = train_reward_model(model, tokenizer, train, steps, preset["batch_size"], lr,
-                                            device, seed, desc=f"reward model ({name}, seed {seed})")
-                save_checkpoint(path, model, tokenizer, steps, kind=kind, cot=cot)
-                metrics = reward_metrics(model, tokenizer, records["test"], encoded["test"])
-                validation = reward_metrics(model, tokenizer, records["validation"], encoded["validation"])
-                metrics.update(final_loss=sum(losses[-20:]) / len(losses[-20:]), validation=validation)
-                progress.finish(stage, metrics, start)
-            models[seed][name] = load_checkpoint(path, device, tokenizer, trunk.config)[0]
-        runs = [progress[stage] for stage in stages.values()]
-        results[name] = {**runs[0], "time_s": sum(progress.time(stage) for stage in stages.values()),
+        for seed in seeds:
+            models[seed][name] = load_checkpoint(path(name, seed), device, tokenizer, trunk.config)[0]
+        runs = [progress[stage] for stage in stages[name].values()]
+        results[name] = {**runs[0], "time_s": sum(progress.time(stage) for stage in stages[name].values()),
                          "seeds": {k: [run[k] for run in runs] for k in SEEDED_METRICS if k in runs[0]}}
     return results, models
 
@@ -252,10 +277,12 @@ def settings(preset_name, task_name, praise):
     return {**PRESETS[preset_name], "ppo": ppo_fields, "reward": REWARD_CHOICES.get(preset_name, {}).get(task_name, {})}
 
 
-def run(args):
+def run(args, units):
     """The experiment on one task. Each stage is recorded in progress.json when it finishes; with
     --resume, finished stages are loaded from their files instead of run again (a stage that was
-    stopped runs again from its start, to the same numbers up to float32 rounding)."""
+    stopped runs again from its start, to the same numbers up to float32 rounding). The stages up
+    to the annotations are a chain, run here; the draws, the reward models, the PPO runs and their
+    tests are units of `units` (experiments/fanout.py), each as soon as what it reads is done."""
     task = get_task(args.task)
     praise = args.praise or PRAISE[task.NAME]
     preset = settings(args.preset, task.NAME, praise)
@@ -263,11 +290,11 @@ def run(args):
     given_annotations = checked(read_annotations, args.annotations) if args.annotations else None  # before any work
     os.makedirs(args.out, exist_ok=True)
     progress = Progress(args.out, {"task": task.NAME, "preset": args.preset, "seed": args.seed,
-                                   "annotations": args.annotations, "reward_start": args.reward_start,
-                                   "praise": praise, "own_annotations": args.own_annotations},
+                                   "annotations": args.annotations, "praise": praise,
+                                   "own_annotations": args.own_annotations},
                         args.resume)
     results = {"task": task.NAME, "preset": args.preset, "seed": args.seed, "device": device,
-               "reward_start": args.reward_start, "praise": praise, "config": preset}
+               "praise": praise, "config": preset}
     path = lambda name: os.path.join(args.out, name)
 
     splits, demonstrations = experiment_splits(task, preset, args.seed)
@@ -281,13 +308,7 @@ def run(args):
                       progress, start_from=base)
     results["sft_training"] = progress["sft"]
 
-    start = time.time()
-    if "evaluate" not in progress:
-        validation, _ = evaluate_policy(task, model, tokenizer, splits["validation"])
-        test, samples = evaluate_policy(task, model, tokenizer, splits["test"])
-        atomic_save("".join(json.dumps(s) + "\n" for s in samples), path("samples.jsonl"))
-        progress.finish("evaluate", {"sft": {"validation": validation, "test": test}}, start)
-    results.update(progress["evaluate"])
+    results["sft"] = evaluate_stage(task, model, tokenizer, splits, args.out, progress)
     test = results["sft"]["test"]
     print(f"[{task.NAME}] SFT test {task.PRIMARY} {test[task.PRIMARY]:.3f} (demonstrations score "
           f"{results['demonstration_score']:.3f}); critic blames {test['criticised']:.0%} of responses, "
@@ -308,17 +329,11 @@ def run(args):
     records, encoded, alignment = checked(encode_splits, tokenizer, records, model.config.block_size,
                                           args.annotations or args.out, preset["batch_size"])
     spans = sum(a["spans"] for a in alignment.values())
-    trunk = model
-    if args.reward_start == "references":  # a trunk that never saw the demonstrators' habits
-        references = [replace(e, demonstration=e.reference, flaws=[]) for e in demonstrations]
-        trunk = gpt_stage(task, references, splits["validation"], tokenizer, preset, device, args.seed, args.out,
-                          progress, name="reference_trunk", start_from=base)
-        results["reference_trunk"] = progress["reference_trunk"]
     reward_seeds = [args.seed + k for k in range(args.reward_seeds)]
     draws = checked(draw_stage, task, model, tokenizer, demonstrations[:preset["annotated"]], preset, reward_seeds,
-                    args.out, progress) if args.own_annotations else {}
-    results["reward_model"], reward_models = reward_stage(trunk, tokenizer, records, encoded, preset, device,
-                                                          reward_seeds, args.out, progress, draws=draws)
+                    args.out, progress, units) if args.own_annotations else {}
+    results["reward_model"], reward_models = reward_stage(model, tokenizer, records, encoded, preset, device,
+                                                          reward_seeds, args.out, progress, units, draws=draws)
     results["own_annotations"] = args.own_annotations
     items = {seed: draws.get(seed, encoded["train"]) for seed in reward_seeds}  # what each seed's models read
     first = reward_models[reward_seeds[0]]
@@ -331,10 +346,11 @@ def run(args):
               + " ".join(f"{v:.3f}" for v in seeded["negative_f1"]) + f" (reward-model seeds {reward_seeds})")
 
     seeds = [args.seed + k for k in range(args.seeds)]
+    pipeline = Pipeline(task, model, tokenizer, splits, reward_models, items)
     if args.advantage == "grpo":  # the optimiser study: GRPO's runs on the same SFT policy and reward models
         grpo = {**preset, "ppo": {**preset["ppo"], "advantage": "grpo", "per": args.per}}
-        methods, history, grid = ppo_stage(task, model, tokenizer, splits, reward_models, results["sft"], grpo, seeds,
-                                           args.compile, args.out, progress, items)
+        methods, history, grid = ppo_stage(pipeline, results["sft"], grpo, seeds, args.compile, args.out, progress,
+                                           units)
         name = "results_grpo.json" if args.per == "token" else "results_grpo_sum.json"
         atomic_save(json.dumps({**results, "advantage": "grpo", "per": args.per, "methods": methods,
                                 "ppo_history": history, "group_grid": grid}, indent=2), path(name))
@@ -342,8 +358,7 @@ def run(args):
               f"--out {args.out}")
         return results
     results["methods"], results["ppo_history"], results["lambda_grid"] = ppo_stage(
-        task, model, tokenizer, splits, reward_models, results["sft"], preset, seeds, args.compile, args.out, progress,
-        items)
+        pipeline, results["sft"], preset, seeds, args.compile, args.out, progress, units)
 
     start = time.time()
     if "showcase" not in progress:
@@ -354,13 +369,12 @@ def run(args):
     results.update(progress["showcase"])
     stages = {"data": ["data"], "pretrain": ["base"] if base else [], "sft": ["sft"], "evaluate": ["evaluate"],
               "annotate": ["annotate"] + [f"annotate/{seed}" for seed in draws],
-              "reference_trunk": ["reference_trunk"] if "reference_trunk" in progress else [],
               "reward_models": [stage for name in REWARD_MODELS
                                 for stage in reward_stage_names(preset, name, reward_seeds).values()],
               "ppo": [stage for stage in progress.done if stage.startswith(("ppo/", "test/"))],
               "showcase": ["showcase"]}
     results["wall_time_s"] = {key: sum(progress.time(s) for s in names) for key, names in stages.items()}
-    results.update(command=args.command, commits=progress.commits(), machine=machine())
+    results.update(command=args.command, commits=progress.commits(), machine=machine(), units=units.record())
     atomic_save(json.dumps(results, indent=2), path("results.json"))
     print(f"[{task.NAME}] total {sum(results['wall_time_s'].values()):.0f}s -> {path('results.json')}")
     return results
@@ -376,8 +390,8 @@ def main(argv=None):
                                      epilog="Then python -m experiments.report --out DIR prints the tables (95% intervals, "
                                             "paired differences) and writes DIR/report.html. The studies of the method, "
                                             "each a command: python -m experiments.sweep (K flaws per response), "
-                                            "experiments.value_heads, experiments.lookup, "
-                                            "experiments.critique_check, experiments.figures, experiments.bench.")
+                                            "experiments.robustness, experiments.information, experiments.lookup, "
+                                            "experiments.bench.")
     parser.add_argument("--task", default="summarize", choices=["summarize", "code", "qa", "all"],
                         help="toy task to run (default: summarize)")
     parser.add_argument("--preset", default="default", choices=sorted(PRESETS), help="run size")
@@ -387,9 +401,6 @@ def main(argv=None):
     parser.add_argument("--out", default="runs", help="output directory (one sub-folder per task)")
     parser.add_argument("--annotations", metavar="DIR", help="read annotations_{train,validation,test}.jsonl "
                         "from DIR instead of sampling the SFT policy and running the critic")
-    parser.add_argument("--reward-start", default="sft", choices=["sft", "references"],
-                        help="the reward models' trunk: the SFT policy (default), or a policy trained the same way "
-                        "on the references, the demonstrations without their flaws")
     parser.add_argument("--reward-seeds", type=int, default=1, help="train the reward models with this many seeds; "
                         "the j-th PPO seed reads the (j mod R)-th, so the paired intervals include the reward models' "
                         "variation (default 1)")
@@ -406,15 +417,12 @@ def main(argv=None):
     parser.add_argument("--per", choices=["token", "response"], default="token", help="with --advantage grpo, "
                         "how the span methods' rewards are normalised: per token (default), or summed per response "
                         "first (the collapse; results_grpo_sum.json)")
-    parser.add_argument("--revise", action="store_true", help="then the paper's prompt-only baseline on each "
-                        "finished task (experiments.revise: a revising policy reads a critique of its answer and "
-                        "answers again; revise.json); off by default, so the default run skips it")
     add_run_flags(parser)
+    add_flags(parser)
     args = parser.parse_args(argv)
+    check_flags(parser, args)
     if args.per == "response" and args.advantage != "grpo":
         fail("--per response is GRPO's: add --advantage grpo")
-    if args.revise and args.advantage != "gae":
-        fail("--revise reads a PPO run's Text2Grad policy: run it without --advantage grpo")
     if args.advantage == "grpo" and not args.resume:
         fail("--advantage grpo runs beside a PPO run, on its SFT policy and reward models: add --resume and its --out")
     args = check_run_flags(args)
@@ -425,13 +433,19 @@ def main(argv=None):
                for name in tasks} if args.annotations else {}
     for folder in folders.values():  # every task's annotation files, checked before any work
         checked(read_annotations, folder)
-    for name in tasks:
-        per_task = {"task": name, "out": os.path.join(args.out, name), "annotations": folders.get(name),
-                    "command": "python -m experiments.protocol " + " ".join(sys.argv[1:] if argv is None else argv)}
-        run_to_the_end(lambda: run(argparse.Namespace(**{**vars(args), **per_task})), args.out)
-    if args.revise:  # the prompt-only baseline, once every run is finished
-        for name in tasks:
-            revise.main(["--out", os.path.join(args.out, name), "--device", args.device])
+    command = "python -m experiments.protocol " + " ".join(sys.argv[1:] if argv is None else argv)
+    args.out = os.path.abspath(args.out)  # where a Ray worker writes, wherever it was started
+    units = Units(args.ray, out=args.out, cpus=args.unit_cpus, gpus=args.unit_gpus, device=pick_device(args.device))
+
+    def every_task():
+        with units:
+            for name in tasks:
+                per_task = {"task": name, "out": os.path.join(args.out, name), "annotations": folders.get(name),
+                            "command": command}
+                run(argparse.Namespace(**{**vars(args), **per_task}), units)
+            if args.ray:
+                units.report()
+    run_to_the_end(every_task, args.out)
     print(f"the tables with 95% intervals and paired differences, and report.html: "
           f"python -m experiments.report --out {args.out}")
 

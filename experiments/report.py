@@ -5,7 +5,7 @@
     python -m experiments.report --from results/NAME.json                     # a record's RESULTS tables
 
 For each results.json in --out (or its sub-folders, one per task of a --task all run) it writes
-summary.json beside it (summary.py: intervals over seeds, paired differences, convergence), prints the tables (terminal.py), and
+summary.json beside it (summary.py: intervals over seeds, paired differences), prints the tables (terminal.py), and
 writes report.html next to it (and, for several tasks, one page for all in --out). The page is standard-library HTML with inline CSS and SVG: no
 scripts, fonts or network, so it opens offline in any browser. It shows, per task:
 
@@ -60,7 +60,7 @@ def two_by_two(methods, metric):
 
 
 def results_table(results, metric):
-    methods, convergence = results["methods"], results.get("convergence", {}).get("updates", {})
+    methods = results["methods"]
     rows = []
     for name, m in methods.items():
         seeds = " ".join(f"{s:.3f}" for s in m["scores"])
@@ -68,10 +68,9 @@ def results_table(results, metric):
         rows.append([swatch(name), num(m["score"]), num(m["ci95"]), num(m["curve"][-1][1]), seeds,
                      "" if name == "sft" else str(m.get("lambda", "-")),
                      num(sum(ev) / len(ev), 2) if ev else "",
-                     "" if name == "sft" else ("not reached" if convergence.get(name) is None else str(convergence[name])),
                      num(m.get("time_s"), 0) if name != "sft" else ""])
     return table(["method", f"test {metric} (mean)", "± 95%", "final validation", "per seed", "GAE lambda",
-                  "explained variance, last update", "first update at scalar PPO's final level", "PPO time (s)"], rows)
+                  "explained variance, last update", "PPO time (s)"], rows)
 
 
 def differences_table(paired):
@@ -251,13 +250,6 @@ def sweep_section(results):
                       for k in ks for q in per_k[k]["ratios"]]))
     out.append(table(["K"] + [f"area: {escape(key)}" for key in per_k[ks[0]]["area"]],
                      [[k] + [f'{d["mean"]:+.3f} ± {d["ci95"]:.3f}' for d in per_k[k]["area"].values()] for k in ks]))
-    if results.get("growth"):
-        pairs = list(per_k[ks[0]]["ratios"]["0.9"])
-        out.append("<p>Each ratio at 90% over its own value at K = 1, where the two rewards carry the same information "
-                   "(paired bootstrap over seeds):</p>")
-        out.append(table(["K"] + [escape(p) for p in pairs],
-                         [[k] + [f'{results["growth"][k]["0.9"][p]["growth"]:.2f} [{results["growth"][k]["0.9"][p]["ci95"][0]:.2f}, '
-                                 f'{results["growth"][k]["0.9"][p]["ci95"][1]:.2f}]' for p in pairs] for k in sorted(results["growth"], key=int)]))
     out.append("<h3>Test results</h3><p>Test sites right after the budget (mean ± 95% interval over seeds, the "
                "chosen &lambda;); the greedy test responses' length in tokens (the references' in the K column) and "
                "the share of their tokens the critic blames; at the last update, on validation samples, the KL to "
@@ -389,7 +381,7 @@ def main(argv=None):
     """python -m experiments.report --out DIR: summarise DIR's results.json, print it, draw report.html."""
     parser = argparse.ArgumentParser(prog="python -m experiments.report", description=(
         "Summarise a finished run (DIR/results.json, or each DIR/*/results.json for a --task all run): "
-        "summary.json (means and 95% intervals over seeds, paired differences, convergence), the tables in "
+        "summary.json (means and 95% intervals over seeds, paired differences), the tables in "
         "the terminal, and report.html. "
         "No training."))
     parser.add_argument("--out", help="the run's output directory (default: runs)")

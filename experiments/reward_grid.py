@@ -5,8 +5,8 @@ reward model given the same search as Text2Grad's, before the two are compared t
 
 On a run's folder (`python -m experiments.protocol`, its reward models finished): the run's SFT
 policy, tokenizer and annotations of the train and validation splits. For cot and scalar, one model
-per learning rate x steps of the grid, each from a copy of the SFT policy (the run's default
---reward-start) with the run's seed, read on the validation records only:
+per learning rate x steps of the grid, each from a copy of the SFT policy with the run's seed, read
+on the validation records only:
   cot     the mean of its praised and blamed span F1 (reward.span_metrics)
   scalar  the correlation of its score with its target (reward.scalar_targets: the critic's labels
           through the run's guards, summed)
@@ -42,7 +42,6 @@ def main(argv=None):
     steps, chosen on validation by its own measure. Writes DIR/reward_grid.json; reads no test data."""
     parser = argparse.ArgumentParser(prog="python -m experiments.reward_grid", description=main.__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="runs/code", help="a run's folder with its reward models finished (default: runs/code)")
-    parser.add_argument("--models", nargs="+", default=["cot", "scalar"], choices=sorted(REWARD_MODELS))
     parser.add_argument("--lrs", nargs="+", type=float, default=list(LRS), help=f"learning rates (default: {LRS})")
     parser.add_argument("--steps", nargs="+", type=int, default=None,
                         help=f"training steps (default: {STEPS} times the preset's reward_steps)")
@@ -58,7 +57,7 @@ def main(argv=None):
     shaping = configs(preset["ppo"])[1]  # the guards the run's PPO was paid through, as the reward stage's
 
     results = {}
-    for name in args.models:
+    for name in ("cot", "scalar"):
         kind, cot = REWARD_MODELS[name]
         grid = []
         for lr in args.lrs:

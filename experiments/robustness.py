@@ -8,9 +8,11 @@ fixed before its runs).
 Per seed, text2grad.prepare builds the first look's pipeline once (data, tokenizer, pretraining,
 SFT, the critic's annotations, Text2Grad's reward model); every setting of GRID then runs each
 method of the 2 x 2 from that SFT policy (text2grad.train_method) on BUDGET sampled answers
-(BUDGET / batch updates, minibatch MINIBATCH), evaluated after every update. Each (seed, setting)
-is written to OUT/seed{N}/{setting}.json as it finishes and read back, not run again, so a stopped
-run resumes where it stopped (the seed's pipeline is rebuilt, to float32 rounding the same).
+(BUDGET / batch updates, minibatch MINIBATCH), evaluated after every update. The pipeline and each
+(seed, setting) are units (experiments/fanout.py: with --ray, the 18 settings of a seed run side
+by side once its pipeline is built). Each (seed, setting) is written to OUT/seed{N}/{setting}.json
+as it finishes and read back, not run again, so a stopped run resumes where it stopped when the
+same command runs again (the seed's pipeline is rebuilt, to float32 rounding the same).
 
 What is read (LOG): per method, the setting with the highest mean validation area over the seeds
 (`area`: the curve's mean height over the budget's samples); at it, the samples drawn when the
@@ -28,8 +30,9 @@ import sys
 import time
 
 import landing
-from experiments import records
-from experiments.runstate import atomic_save, checked, commit, fail, machine, pick_device
+from experiments import fanout, records
+from experiments.fanout import Done
+from experiments.runstate import atomic_save, checked, commit, fail, machine, pick_device, run_to_the_end
 from experiments.stats import mean_ci95
 from text2grad import CONTRASTS, first_look_config, prepare, train_method
 
@@ -61,9 +64,33 @@ def config_of(seed, setting, device):
                              eval_every=1, methods=",".join(METHODS))
 
 
-def one_seed(seed, out, device, grid=None):
-    """{setting name: its record} for seed, each setting of grid (settings() by default) run or
-    read back from OUT/seed{N}/{name}.json; the pipeline is built only if a setting is missing."""
+def pipeline(seed, setting, device):
+    """The seed's shared stages (text2grad.prepare), every setting's start: a unit of its own."""
+    started = time.time()
+    shared = prepare(config_of(seed, setting, device),
+                     say=lambda message: print(f"seed {seed}: {message}", flush=True))
+    print(f"seed {seed}: pipeline in {time.time() - started:.0f} s", flush=True)
+    return shared
+
+
+def one_setting(shared, seed, setting, device, path):
+    """Every method of METHODS at one setting, from the seed's pipeline: its record, written to
+    path as it finishes."""
+    config, start, at = config_of(seed, setting, device), time.time(), commit()
+    curves = {method: train_method(config, shared, method)[0]["curve"] for method in METHODS}
+    record = {"seed": seed, "setting": setting, "commit": at, "machine": machine(), "device": device,
+              "seconds": round(time.time() - start), "annotations": config.annotated,
+              "sft": {"validation": shared["sft_point"][0], "test": shared["sft_point"][1]},
+              "curves": {m: [[u, round(v, 5), round(t, 5)] for u, v, t, _ in curve] for m, curve in curves.items()}}
+    atomic_save(json.dumps(record), path)
+    print(f"seed {seed} {name_of(setting)}: {record['seconds']} s", flush=True)
+    return record
+
+
+def seed_units(units, seed, out, device, grid=None):
+    """{setting name: a handle of units (experiments/fanout.Units)} for seed, each setting of grid
+    (settings() by default) read back from OUT/seed{N}/{name}.json, or else a unit that runs it
+    from the seed's pipeline, itself a unit submitted only if a setting is missing."""
     folder = os.path.join(out, f"seed{seed}")
     os.makedirs(folder, exist_ok=True)
     done, shared = {}, None
@@ -71,23 +98,12 @@ def one_seed(seed, out, device, grid=None):
         path = os.path.join(folder, f"{name_of(setting)}.json")
         if os.path.exists(path):
             with open(path) as f:
-                done[name_of(setting)] = json.load(f)
+                done[name_of(setting)] = Done(json.load(f))
             continue
-        config = config_of(seed, setting, device)
         if shared is None:
-            started = time.time()
-            shared = prepare(config, say=lambda message: print(f"seed {seed}: {message}", flush=True))
-            print(f"seed {seed}: pipeline in {time.time() - started:.0f} s", flush=True)
-        start, at = time.time(), commit()
-        curves = {method: train_method(config, shared, method)[0]["curve"] for method in METHODS}
-        done[name_of(setting)] = {
-            "seed": seed, "setting": setting, "commit": at, "machine": machine(), "device": device,
-            "seconds": round(time.time() - start), "annotations": config.annotated,
-            "sft": {"validation": shared["sft_point"][0], "test": shared["sft_point"][1]},
-            "curves": {m: [[u, round(v, 5), round(t, 5)] for u, v, t, _ in curve]
-                       for m, curve in curves.items()}}
-        atomic_save(json.dumps(done[name_of(setting)]), path)
-        print(f"seed {seed} {name_of(setting)}: {done[name_of(setting)]['seconds']} s", flush=True)
+            shared = units.submit(f"seed {seed} pipeline", pipeline, seed, setting, device)
+        done[name_of(setting)] = units.submit(f"seed {seed} {name_of(setting)}", one_setting, shared, seed,
+                                              setting, device, path)
     return done
 
 
@@ -222,18 +238,26 @@ def main(argv=None):
     parser.add_argument("--out", default="runs/robustness", help="where each (seed, setting) run goes")
     parser.add_argument("--record", default="", help="write the per-seed curves here (results/NAME.json)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, mps, ...")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    fanout.add_flags(parser)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(argv)
+    fanout.check_flags(parser, args)
     device = pick_device(args.device)
     if args.record and not records.writable(args.record):
         fail(f"--record {args.record}: not in a folder this run can write to")
-    runs = {str(seed): checked(one_seed, seed, args.out, device) for seed in args.seeds}
-    record = {"kind": "robustness", "command": "python -m experiments.robustness "
-              + " ".join(sys.argv[1:] if argv is None else argv),
+    args.out = os.path.abspath(args.out)  # where a Ray worker writes, wherever it was started
+    units = fanout.Units(args.ray, out=args.out, cpus=args.unit_cpus, gpus=args.unit_gpus, device=device)
+    with units:
+        handles = {str(seed): seed_units(units, seed, args.out, device) for seed in args.seeds}
+        runs = {seed: units.wait(seed_handles) for seed, seed_handles in handles.items()}
+        if args.ray:
+            units.report()
+    record = {"kind": "robustness", "command": "python -m experiments.robustness " + " ".join(argv),
               "grid": GRID, "budget": BUDGET, "minibatch": MINIBATCH, "hold": landing.HOLD,
               "config": dataclasses.asdict(config_of(args.seeds[0], settings()[0], device)),
               "commits": sorted({r["commit"] for seed in runs.values() for r in seed.values()}),
               "machines": sorted({r["machine"] for seed in runs.values() for r in seed.values()}),
-              "runs": runs}
+              "units": units.record(), "runs": runs}
     for title, lines in tables(record):
         print(f"\n{title}\n" + "\n".join(lines))
     if args.record:
@@ -242,4 +266,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_to_the_end(main, "runs/robustness", "text2grad robustness", "again (what is written is read back)")

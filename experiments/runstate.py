@@ -1,13 +1,14 @@
 """experiments/runstate.py: what a run of the lab needs to stop and resume, and how it stops on bad input.
 
-    fail(message)              one line on stderr and exit status 2, never a traceback
+    fail(message)              one line on stderr and exit status 2 (Failed), never a traceback
     checked(function, ...)     function's result, or its ValueError's line through fail
     pick_device(name)          "auto" or a device torch can use here
     add_run_flags, check_run_flags   the flags the lab's training commands share (--seed, --device,
                                --compile, --resume) and their checks
     atomic_save(obj, path)     write a temporary file, then rename: a file on disk is always whole
     Progress(out, identity, resume)   progress.json: the stages finished and what they measured, so
-                               that --resume skips them
+                               that --resume skips them; safe for units that finish stages in
+                               other processes at the same time (experiments/fanout.py)
 
 Resume is by stage: a stage writes its files, then is marked finished. Ctrl-C stops a run at once;
 every file written is whole (atomic_save), and --resume runs the stopped stage again from its start,
@@ -22,17 +23,32 @@ import platform
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import torch
 
 import model
 
+try:
+    import fcntl  # the lock progress.json's writers take (POSIX); elsewhere units run one at a time
+except ImportError:
+    fcntl = None
+
+
+class Failed(SystemExit):
+    """fail()'s exit, status 2, with its line kept: a unit run as a Ray task hands it back to the
+    command, which ends the run with it once (an exit inside a task would read as a dead worker)."""
+
+    def __init__(self, message):
+        super().__init__(2)
+        self.message = message
+
 
 def fail(message):
     """Bad input ends the run with one line on stderr and exit status 2, never a traceback."""
     print(f"text2grad: error: {message}", file=sys.stderr)
-    sys.exit(2)
+    raise Failed(message)
 
 
 def checked(function, *args, **kwargs):
@@ -53,15 +69,23 @@ def pick_device(name):
 # Files that survive interruption, and stopping without losing work
 
 def atomic_save(obj, path):
-    """Write to a temporary file, then rename: an interrupted save never leaves a half-written file.
-    Strings are written as UTF-8 text, anything else with torch.save."""
-    tmp = f"{path}.tmp"
-    if isinstance(obj, str):
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(obj)
-    else:
-        torch.save(obj, tmp)
-    os.replace(tmp, path)
+    """Write to a temporary file of this call's own beside path, then rename: an interrupted save
+    never leaves a half-written file, and two processes saving at once never share a temporary
+    file. Strings are written as UTF-8 text, anything else with torch.save."""
+    handle, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp",
+                                   dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(handle, "w" if isinstance(obj, str) else "wb",
+                       **({"encoding": "utf-8"} if isinstance(obj, str) else {})) as f:
+            if isinstance(obj, str):
+                f.write(obj)
+            else:
+                torch.save(obj, f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 # ---------------------------------------------------------------------------------------------
@@ -79,7 +103,10 @@ def machine():
 
 
 def commit():
-    """The commit the code runs at ("+changes" if the tracked files differ from it)."""
+    """The commit the code runs at ("+changes" if the tracked files differ from it); in a Ray
+    worker, the commit of the command that sent it the code (TEXT2GRAD_COMMIT, experiments/fanout.py)."""
+    if os.environ.get("TEXT2GRAD_COMMIT"):
+        return os.environ["TEXT2GRAD_COMMIT"]
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the project's, wherever it is run from
     run = lambda *args: subprocess.run(["git", *args], capture_output=True, text=True, cwd=here).stdout.strip()
     try:
@@ -94,22 +121,25 @@ def commit():
 
 class Progress:
     """progress.json in the output folder: the stages already finished and what they measured, so
-    that --resume skips them. A stage writes its own files first, then is marked finished here
-    (atomically)."""
+    that --resume skips them. A stage writes its own files first, then is marked finished here.
+    Units in other processes may finish stages of the same folder at the same time (Ray tasks,
+    experiments/fanout.py): each finish adds its stage to what the file holds, under a lock, and
+    every read sees what the file holds now."""
 
     def __init__(self, out, identity, resume):
-        self.out, self.identity, self.done = out, identity, {}
+        self.out, self.identity, self._done, self._seen = out, identity, {}, None
         self.commit = commit()  # the code this process loaded: a commit made while it runs is not it
         self.path = os.path.join(out, "progress.json")
         if resume and not os.path.exists(self.path):  # this task never finished a stage (--task all)
             print(f"--resume: {out} has no finished stage; starting it from the beginning")
             resume = False
-        if not resume:
+        if not resume:  # a new run: what an earlier one finished here is not this run's
+            atomic_save(json.dumps({"identity": identity, "done": {}}), self.path)
             return
         try:
             with open(self.path, encoding="utf-8") as f:
-                saved = json.load(f)
-            old, self.done = saved["identity"], saved["done"]
+                old = json.load(f)["identity"]
+            self.done  # read, and checked to be readable
         except (ValueError, KeyError, TypeError):
             fail(f"--resume: {self.path} is damaged; run without --resume to start again")
         for key, value in identity.items():
@@ -119,6 +149,16 @@ class Progress:
             if old.get(key) != value:
                 fail(f"--resume: {out} was started with {key} {old.get(key)!r}, not {value!r}; resume with "
                      f"the same flags, or use another --out")
+
+    @property
+    def done(self):
+        """{stage: {"value", "time_s", "commit"[, "of"]}} as progress.json holds it now."""
+        stat = os.stat(self.path)
+        if (stat.st_mtime_ns, stat.st_size, stat.st_ino) != self._seen:
+            with open(self.path, encoding="utf-8") as f:
+                self._done = json.load(f)["done"]
+            self._seen = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        return self._done
 
     def __contains__(self, stage):
         return stage in self.done
@@ -130,20 +170,23 @@ class Progress:
         return self.done[stage]["time_s"]
 
     def commits(self):
-        """The commits the finished stages ran at (commit() as their process started); "unrecorded" for a stage finished
-        before stages kept theirs."""
-        return sorted({entry.get("commit", "unrecorded") for entry in self.done.values()})
+        """The commits the finished stages ran at (commit() as their process started)."""
+        return sorted({entry["commit"] for entry in self.done.values()})
 
     def made_of(self, stage, of):
-        """Whether a finished stage was computed from `of` (a stage finished before this was recorded counts)."""
-        return self.done[stage].get("of", of) == of
+        """Whether a finished stage was computed from `of` (finish's of)."""
+        return self.done[stage].get("of") == of
 
     def finish(self, stage, value, start, of=None):
         """Mark stage done with its value; of: what it was computed from (the test of a chosen lambda
         or group), so a resume whose choice has changed can tell the value is stale (made_of)."""
-        self.done[stage] = {"value": value, "time_s": time.time() - start, "commit": self.commit,
-                            **({"of": of} if of is not None else {})}
-        atomic_save(json.dumps({"identity": self.identity, "done": self.done}), self.path)
+        entry = {"value": value, "time_s": time.time() - start, "commit": self.commit,
+                 **({"of": of} if of is not None else {})}
+        with open(self.path + ".lock", "w") as lock:  # one writer at a time: read, add, replace
+            if fcntl is not None:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            done = {**self.done, stage: entry}
+            atomic_save(json.dumps({"identity": self.identity, "done": done}), self.path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,15 +204,16 @@ def add_run_flags(parser):
                         "loaded, a stopped stage runs again")
 
 
-def run_to_the_end(run, out, name="text2grad"):
+def run_to_the_end(run, out, name="text2grad", resume="with --resume"):
     """run() with its ends as one line each: an output that cannot be written, Ctrl-C (exit status
-    130; --resume goes on from the last finished stage) and a loss that stopped being finite."""
+    130; the same command `resume` goes on from the last finished stage) and a loss that stopped
+    being finite."""
     try:
         return run()
     except OSError as error:
         fail(f"cannot write the output ({error.strerror or error}: {error.filename or out}); choose another --out")
     except KeyboardInterrupt:
-        print(f"{name}: interrupted; every file written is complete; run the same command with --resume to "
+        print(f"{name}: interrupted; every file written is complete; run the same command {resume} to "
               f"continue from the last finished stage", file=sys.stderr)
         sys.exit(130)
     except FloatingPointError as error:

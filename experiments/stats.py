@@ -130,19 +130,13 @@ def bootstrap_ci95(n, statistic, resamples=2000, seed=0):
 # ---------------------------------------------------------------------------------------------
 # Learning curves [(update, score, ...)]
 
-def updates_to_match(curve, level):
-    """First update at which a learning curve [(update, score, ...)] reaches `level` (to within 1e-9,
-    so a level computed in floating point is met by the score it stands for); None if never. A run
-    that touches the level and then falls back is credited with its early touch: updates_to_hold
-    is the statistic that does not."""
-    return next((p[0] for p in curve if p[1] >= level - 1e-9), None)
-
-
 def updates_to_hold(curve, level):
     """The sustained crossing: the first update from which a learning curve [(update, score, ...)]
-    stays at or above `level` (within 1e-9) at every later point up to its last; None (censored)
-    if its last point is below. A run that reaches the level and then collapses holds it only
-    from wherever it last climbed back, or never."""
+    stays at or above `level` (within 1e-9, so a level computed in floating point is met by the
+    score it stands for: at SFT 0.2, half the gap is 0.6000000000000001) at every later point up
+    to its last; None (censored) if its last point is below. A run that reaches the level and then
+    collapses holds it only from wherever it last climbed back, or never. (landing.updates_to_hold,
+    the first look's, reads the gap's share and counts never as the budget plus one.)"""
     held = None
     for p in curve:
         if p[1] < level - 1e-9:

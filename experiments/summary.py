@@ -1,5 +1,6 @@
 """What a run's results.json says over seeds: the means with 95% intervals, the paired differences
-the experiment fixed in advance (experiments.protocol.COMPARISONS), and how fast each method got there.
+the experiment fixed in advance (experiments.protocol.COMPARISONS), and how soon (each validation
+curve's mean height, paired the same way).
 
 The run (experiments/protocol.py) records each seed's numbers; this file summarises them, and the report
 (report.py) and the terminal tables (terminal.py) read the summary:
@@ -12,13 +13,12 @@ The run (experiments/protocol.py) records each seed's numbers; this file summari
         paired["a - b"]         a - b seed by seed, its interval and verdict (stats.paired_difference;
                                 runs that read one reward-model seed averaged first)
         reward_paired[metric]   cot - no_cot span F1 over the reward-model seeds (with 2 or more)
-        convergence             the first update at which each method's mean validation curve
-                                reaches scalar PPO's final validation score
+        area["a - b"]           the same for the mean height of each run's validation curve
 """
 import copy
 
 from experiments import stats
-from experiments.protocol import COMPARISONS, PRESETS
+from experiments.protocol import COMPARISONS
 from text2grad import METHODS
 
 
@@ -82,9 +82,4 @@ def summarise(results):
     summary["area"] = {f"{a} - {b}": stats.paired_difference(methods[a]["area"], methods[b]["area"],
                                                              shared(methods, a, b))
                        for a, b in COMPARISONS}
-    # How fast each method gets to scalar PPO's final validation score: the first point of each mean
-    # curve at or above it (scalar PPO itself may get there before its last update).
-    level = methods["ppo_scalar"]["curve"][-1][1]
-    summary["convergence"] = {"level": level, "eval_every": PRESETS[results["preset"]]["eval_every"],
-                              "updates": {name: stats.updates_to_match(methods[name]["curve"], level) for name in METHODS}}
     return summary

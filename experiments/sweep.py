@@ -32,7 +32,6 @@ updates_to_90.svg (the updates each method needs to close 90% of the gap, agains
 --ablation, ablation/k{K}/ (its runs' progress) and ablation.json.
 """
 import argparse
-import copy
 import json
 import os
 import sys
@@ -40,12 +39,10 @@ import time
 
 import torch
 
-import ppo
 import text2grad
 from data import facts
 from data.annotations import read_annotations
-from experiments import figures, measures, ppo_runs, protocol, stats, terminal
-from experiments.refresh import method_reward
+from experiments import fanout, figures, measures, ppo_runs, protocol, stats, terminal
 from experiments.report import render
 from experiments.summary import shared, summarise_methods
 from experiments.runstate import (Progress, add_run_flags, atomic_save, check_run_flags, checked, fail, machine,
@@ -69,14 +66,6 @@ SWEEP_PRESETS = {
                     ppo=dict(batch_size=32, minibatch_size=32, lr=2e-4, beta=0.1, praise_fade_at=40),
                     updates=36, eval_every=1, lambdas=(0.5, 0.95), groups=(4, 8, 16),
                     choose_by="last_quarter", test_curve=True, overopt_prompts=64),
-    # a first look's budget at K = 8 (about 5 minutes on 2 cores for the five methods at one lambda): the
-    # probe behind the first look on the facts task (experiments/LOG.md)
-    "probe": dict(train=2000, validation=100, test=100, vocab_size=512, sft_steps=600, batch_size=32,
-                  lr=3e-3, model=dict(n_layer=2, n_head=4, n_embd=96, block_size=384, canon=0),
-                  samples_per_prompt=1, reward_steps=400, reward_lr=2e-3,
-                  ppo=dict(batch_size=32, minibatch_size=32, lr=2e-4, beta=0.1, praise_fade_at=40),
-                  updates=16, eval_every=1, lambdas=(0.5, 0.95), groups=(4, 8), choose_by="last_quarter",
-                  test_curve=True, overopt_prompts=32),
     # the test suite's run: every stage in seconds; its numbers mean nothing
     "tiny": dict(train=64, validation=8, test=8, vocab_size=512, sft_steps=10, batch_size=16,
                  lr=3e-3, model=dict(n_layer=1, n_head=2, n_embd=32, block_size=384),
@@ -172,30 +161,14 @@ def faster(a, b):
     return {"b": wins, "a": losses, "tied": len(a) - wins - losses, "sign_p": stats.sign_test(wins, losses)}
 
 
-def growth(stat_k, stat_1, n, seed=0):
-    """How much a ratio grew from K = 1: r_K / r_1 (two speed_ratio statistics), seed s of K paired with
-    seed s of K = 1, with the percentile bootstrap over seeds. With one site per response the two rewards
-    carry the same information, so the K = 1 ratio is what placement gives without credit to assign
-    across sites."""
-    both = lambda idx: stat_k(idx)[0] / max(1e-9, stat_1(idx)[0])
-    return {"growth": both(range(n)), "ci95": list(stats.bootstrap_ci95(n, both, seed=seed))}
-
-
-def sweep_k(k, model, tokenizer, splits, reward_models, items, preset, seeds, compile, out, args):
+def sweep_k(k, pipeline, preset, seeds, compile, out, args, units):
     """The methods at one K, in out/k{K} (its own progress.json); returns that K's results."""
     folder = os.path.join(out, f"k{k}")
     os.makedirs(folder, exist_ok=True)
     progress = Progress(folder, {"k": k, "preset": args.preset, "seed": args.seed}, args.resume)
-    start = time.time()
-    if "evaluate" not in progress:
-        validation, _ = measures.evaluate_policy(facts, model, tokenizer, splits["validation"])
-        test, samples = measures.evaluate_policy(facts, model, tokenizer, splits["test"])
-        atomic_save("".join(json.dumps(s) + "\n" for s in samples), os.path.join(folder, "samples.jsonl"))
-        progress.finish("evaluate", {"validation": validation, "test": test}, start)
-    sft = progress["evaluate"]
+    sft = protocol.evaluate_stage(facts, pipeline.policy, pipeline.tokenizer, pipeline.splits, folder, progress)
     k_preset = {**preset, "ppo": {**preset["ppo"], "updates": preset["updates"]}}
-    methods, _, grid = ppo_runs.ppo_stage(facts, model, tokenizer, splits, reward_models, sft, k_preset, seeds,
-                                          compile, folder, progress, items)
+    methods, _, grid = ppo_runs.ppo_stage(pipeline, sft, k_preset, seeds, compile, folder, progress, units)
     # the test curve of each seed's run at the chosen lambda: points (update, validation, test, ...)
     curves = {name: [[(p[0], p[2]) for p in curve] for curve in methods[name]["curves"]] for name in text2grad.METHODS}
     methods = summarise_methods(methods)
@@ -212,7 +185,7 @@ def sweep_k(k, model, tokenizer, splits, reward_models, items, preset, seeds, co
     speed = {str(q): {f"{a} / {b}": speed_ratio(curves[a], curves[b], steps[a][str(q)]["level"], budget + every)
                       for a, b in RATIOS} for q in THRESHOLDS}
     return {"k": k, "updates": budget, "eval_every": every, "sft": sft, "methods": methods, "lambda_grid": grid,
-            "thresholds": steps, "speed": speed,
+            "thresholds": steps,
             "ratios": {q: {key: ratio(stat, len(seeds)) for key, stat in pairs.items()} for q, pairs in speed.items()},
             "seeds_faster": {q: {f"{a} / {b}": faster(steps[a][q]["per_seed"], steps[b][q]["per_seed"]) for a, b in RATIOS}
                              for q in speed},
@@ -224,19 +197,19 @@ def sweep_k(k, model, tokenizer, splits, reward_models, items, preset, seeds, co
             "time_s": sum(progress.time(stage) for stage in progress.done)}
 
 
-def ablation(k, model, tokenizer, splits, reward_models, items, preset, seeds, out, args):
+def ablation(k, pipeline, preset, seeds, out, args, units):
     """Each setting of DEFENCES at one K, for the learned-reward methods, at GAE lambda ABLATION["lambda"],
-    on validation only (the defaults are chosen here; the test split is not read). Returns
-    {setting: {method: {"score", "gold", "proxy", "kl", "length", "criticised" (means over seeds of the
-    last point), "per_seed" (final validation sites_right), "curve"}}}."""
+    on validation only (the defaults are chosen here; the test split is not read), each run a unit
+    (ppo_runs.run_once). Returns {setting: {method: {"score", "gold", "proxy", "kl", "length",
+    "criticised" (means over seeds of the last point), "per_seed" (final validation sites_right),
+    "curve"}}}."""
     folder = os.path.join(out, "ablation", f"k{k}")
     os.makedirs(folder, exist_ok=True)
     progress = Progress(folder, {"k": k, "preset": args.preset, "seed": args.seed, "ablation": True}, args.resume)
-    prompts = [tokenizer.prompt(e.prompt) for e in splits["train"]]
-    validation, budget = splits["validation"], preset["updates"]
-    table = {}
+    budget = preset["updates"]
+    points = {**preset, "test_curve": False, "eval_every": max(1, budget // ABLATION["points"])}
+    stages, handles, reward_seed = {}, {}, next(iter(pipeline.reward_models))
     for setting, fields in DEFENCES.items():
-        table[setting] = {}
         for name in ABLATION["methods"]:
             # no spans: the praise setting does not reach scalar PPO's reward (its model's target was summed
             # through the preset's guards once, and a refresh keeps that target whatever the setting)
@@ -245,26 +218,22 @@ def ablation(k, model, tokenizer, splits, reward_models, items, preset, seeds, o
                                                     "lam": ABLATION["lambda"]}, max_new_tokens=MAX_NEW_TOKENS)
             key = f"praise={shaping.praise}-cut_praise={shaping.cut_praise}"
             key += f"-refresh_every={refresh.every}" if refresh.every else ""
-            runs = []
-            for seed in seeds:
-                stage, start = f"{name}/{key}/{seed}", time.time()
-                if stage not in progress:
-                    actor = ppo.PolicyWithValue(copy.deepcopy(model), config.detach_value)
-                    reward, run_models = method_reward(name, facts, tokenizer, splits["train"], reward_models,
-                                                 shaping, refresh, items, seed)
-                    watch = measures.overoptimisation(name, facts, tokenizer, validation[:preset["overopt_prompts"]],
-                                                 run_models, model, config, seed=1)
-                    curve, _, _ = ppo.train(
-                        actor, model, prompts, reward, tokenizer.eos_id, tokenizer.pad_id, config, seed=seed,
-                        evaluate=lambda gpt: (measures.primary_score(facts, gpt, tokenizer, validation), watch(gpt)),
-                        eval_every=max(1, budget // ABLATION["points"]), desc=f"K={k} {setting}: {name} seed {seed}")
-                    progress.finish(stage, {"curve": curve}, start)
-                runs.append(progress[stage]["curve"])
-            last = [run[-1] for run in runs]
-            mean = lambda values: sum(values) / len(values)
-            table[setting][name] = {"score": mean([p[1] for p in last]), "per_seed": [p[1] for p in last],
-                                    **{q: mean([p[-1][q] for p in last]) for q in ("gold", "proxy", "kl", "length", "criticised")},
-                                    "curve": [[p[0], mean([r[j][1] for r in runs])] for j, p in enumerate(runs[0])]}
+            stages[setting, name] = [f"{name}/{key}/{seed}" for seed in seeds]
+            for seed, stage in zip(seeds, stages[setting, name]):  # the same run is not repeated
+                if stage not in progress and stage not in handles:
+                    handles[stage] = units.submit(stage, ppo_runs.run_once, pipeline, name, seed, reward_seed, config,
+                                                  shaping, refresh, points, stage, progress, None,
+                                                  f"K={k} {setting}: {name} seed {seed}")
+    units.wait(handles)
+    table = {}
+    for (setting, name), names in stages.items():
+        runs = [progress[stage]["curve"] for stage in names]
+        last = [run[-1] for run in runs]
+        mean = lambda values: sum(values) / len(values)
+        table.setdefault(setting, {})[name] = {
+            "score": mean([p[1] for p in last]), "per_seed": [p[1] for p in last],
+            **{q: mean([p[-1][q] for p in last]) for q in ("gold", "proxy", "kl", "length", "criticised")},
+            "curve": [[p[0], mean([r[j][1] for r in runs])] for j, p in enumerate(runs[0])]}
     return table
 
 
@@ -279,7 +248,7 @@ def print_ablation(tables):
                       f"{m['proxy']:+6.2f}  KL {m['kl']:5.1f}  length {m['length']:5.1f}  blamed {m['criticised']:.3f}")
 
 
-def run(args):
+def run(args, units):
     preset = SWEEP_PRESETS[args.preset]
     if args.advantage == "grpo":  # GRPO's runs beside PPO's: the same shared stages, each K's runs its own
         preset = {**preset, "ppo": {**preset["ppo"], "advantage": "grpo", "per": args.per}}
@@ -332,7 +301,8 @@ def run(args):
                                   preset["batch_size"])
     reward_seeds = [args.seed + j for j in range(args.reward_seeds)]
     results["reward_model"], reward_models = protocol.reward_stage(model, tokenizer, records, encoded, preset, device,
-                                                                   reward_seeds, args.out, progress, REWARD_MODELS)
+                                                                   reward_seeds, args.out, progress, units,
+                                                                   REWARD_MODELS)
     first = reward_models[reward_seeds[0]]
     start = time.time()
     if "reward_per_k" not in progress:
@@ -349,30 +319,22 @@ def run(args):
         print(f"[sweep] K={k}: reward model (cot) span F1 positive {rm['positive_f1']:.3f}, negative {rm['negative_f1']:.3f}")
 
     seeds = [args.seed + j for j in range(args.seeds)]
+    pipeline = lambda k: ppo_runs.Pipeline(facts, model, tokenizer, {"train": [e for e in train if facts.count_sites(
+        e.prompt) == k], **per_k[k]}, reward_models, encoded["train"])  # K's runs: its prompts, every reward model
     if args.ablation:
-        tables = {str(k): ablation(k, model, tokenizer, {"train": [e for e in train if facts.count_sites(e.prompt) == k],
-                                                        **per_k[k]}, first, encoded["train"], preset, seeds,
-                                   args.out, args)
-                  for k in args.ks}
+        tables = {str(k): ablation(k, pipeline(k), preset, seeds, args.out, args, units) for k in args.ks}
         atomic_save(json.dumps({"preset": args.preset, "seeds": seeds, "defences": DEFENCES, **ABLATION,
                                 "per_k": tables}, indent=2), path("ablation.json"))
         print_ablation(tables)
         return tables
     results["per_k"] = {}
     for k in args.ks:
-        results["per_k"][str(k)] = sweep_k(k, model, tokenizer, {"train": [e for e in train if facts.count_sites(e.prompt) == k],
-                                                                 **per_k[k]}, reward_models, encoded["train"], preset,
-                                           seeds, compile, args.out, args)
+        results["per_k"][str(k)] = sweep_k(k, pipeline(k), preset, seeds, compile, args.out, args, units)
     results["seeds"] = seeds
-    speed = {k: results["per_k"][k].pop("speed") for k in results["per_k"]}  # functions of the seeds, not saved
-    if 1 in args.ks:  # each ratio against its K = 1 value: the part that grows with the sites to tell apart
-        results["growth"] = {str(k): {q: {key: growth(speed[str(k)][q][key], speed["1"][q][key], len(seeds))
-                                          for key in speed["1"][q]} for q in speed["1"]}
-                             for k in args.ks if k != 1}
     results["wall_time_s"] = sum(progress.time(s) for s in progress.done) + sum(
         r["time_s"] for r in results["per_k"].values())
     results["advantage"], results["per"] = args.advantage, args.per
-    results.update(commits=progress.commits(), machine=machine())
+    results.update(commits=progress.commits(), machine=machine(), units=units.record())
     atomic_save(json.dumps(results, indent=2), path(f"results{variant}.json"))
     atomic_save(render([results]), path(f"report{variant}.html"))
     if not variant:
@@ -408,7 +370,9 @@ def main(argv):
     parser.add_argument("--per", choices=["token", "response"], default="token", help="with --advantage grpo: "
                         "response sums the span rewards before normalising (the collapse; results_grpo_sum.json)")
     add_run_flags(parser)
+    fanout.add_flags(parser)
     args = parser.parse_args(argv)
+    fanout.check_flags(parser, args)
     if args.per == "response" and args.advantage != "grpo":
         fail("--per response is GRPO's: add --advantage grpo")
     if args.advantage == "grpo" and (args.ablation or not args.resume):
@@ -421,7 +385,17 @@ def main(argv):
         fail(f"--reward-seeds must be between 1 and --seeds ({args.seeds})")
     args.ks = sorted(set(args.ks))
     check_run_flags(args)
-    return run_to_the_end(lambda: run(args), args.out, "text2grad sweep")
+    args.out = os.path.abspath(args.out)  # where a Ray worker writes, wherever it was started
+    units = fanout.Units(args.ray, out=args.out, cpus=args.unit_cpus, gpus=args.unit_gpus,
+                         device=pick_device(args.device))
+
+    def sweep():
+        with units:
+            results = run(args, units)
+            if args.ray:
+                units.report()
+            return results
+    return run_to_the_end(sweep, args.out, "text2grad sweep")
 
 
 if __name__ == "__main__":

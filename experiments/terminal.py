@@ -1,7 +1,7 @@
 """terminal.py: a run's summary (summary.py) as tables in the terminal, and the K sweep's.
 
 The results table (test metric per method, mean and 95% interval over seeds, each method's GAE
-lambda and explained variance), the paired differences, the lambda grid, convergence and the
+lambda and explained variance), the paired differences, the lambda grid and the
 reward models' span F1; then, on a terminal, a few test responses with their tokens
 coloured by the reward model's delta. report.py prints these and draws the same summary as an
 HTML page.
@@ -32,8 +32,8 @@ def print_reward_models(task, results):
 
 
 def print_results(task, results):
-    """The results table, the paired differences, the lambda grid and convergence."""
-    methods, convergence = results["methods"], results["convergence"]
+    """The results table, the paired differences and the lambda grid."""
+    methods = results["methods"]
     print(f"\n{task.NAME}: test {task.PRIMARY} (mean ± 95% interval over seeds; final validation; explained "
           f"variance of V at the last update against the GAE returns and the reward-to-go, mean over seeds)")
     for name, m in methods.items():
@@ -55,9 +55,6 @@ def print_results(task, results):
     print("  GAE lambda grid, final validation at the first seed: " + "; ".join(
         f"{name} " + " ".join(f"{lam}:{score:.3f}" for lam, score in grid.items())
         for name, grid in results["lambda_grid"].items()))
-    print(f"  first update whose mean validation reaches ppo_scalar's final {convergence['level']:.3f} "
-          f"(checked every {convergence['eval_every']}): "
-          + ", ".join(f"{name} {convergence['updates'][name]}" for name in convergence["updates"]))
 
 
 def print_showcase(entries):
@@ -106,9 +103,6 @@ def print_sweep(results):
             print(f"    area under the test curve {key:28s} {stats.difference_text(d)}")
         for key, d in r["paired"].items():
             print(f"    paired {key:28s} {stats.difference_text(d)}")
-    for k, per_q in results.get("growth", {}).items():
-        print(f"  K={k} over K=1, at 90%: " + "; ".join(
-            f"{key} {v['growth']:.2f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]" for key, v in per_q["0.9"].items()))
 
 
 def colour_tokens(pieces, delta):

@@ -8,7 +8,7 @@ import reward
 import text2grad
 from data import annotations, get_task, make_splits
 from data.tokenizer import Tokenizer, training_texts
-from experiments import checkpoint, protocol, value_heads
+from experiments import checkpoint, protocol, reward_grid
 from model import GPT, GPTConfig
 
 GOOD = {"prompt": "I am Yuki (34). My landlord raised my rent by 270 dollars.", "response": "Yuki's rent rose.",
@@ -143,12 +143,12 @@ def test_too_few_training_records(tmp_path, capsys):
     assert "annotations_train.jsonl: 3 usable records, fewer than the 16 this preset needs" in err
 
 
-def test_value_command_needs_a_finished_run(tmp_path, capsys):
-    err = run_fails(capsys, ["--out", str(tmp_path)], value_heads.main)
+def test_a_study_of_a_run_needs_a_finished_run(tmp_path, capsys):
+    err = run_fails(capsys, ["--out", str(tmp_path)], reward_grid.main)
     assert "no readable progress.json" in err
     (tmp_path / "progress.json").write_text(json.dumps({"identity": {"task": "summarize", "preset": "tiny", "seed": 0,
                                                                      "annotations": None}, "done": {}}))
-    err = run_fails(capsys, ["--out", str(tmp_path)], value_heads.main)
+    err = run_fails(capsys, ["--out", str(tmp_path)], reward_grid.main)
     assert "has not finished its reward models (sft.pt, reward_cot.pt" in err
 
 

@@ -410,3 +410,25 @@ def test_a_chosen_flaw_is_made_whatever_the_parameters_are_called(reference, kin
     # follow_up asks _demonstrate for one kind on the renamed reference: it must change the program
     context = "strict_threshold" if " if " in reference else None
     assert codegen._demonstrate(reference, context, random.Random(0), kinds=[kind])[0] == flawed
+
+
+# the fact each critic's critique opens with: code's wanted expression, qa's passage fact
+STATED = {"code": re.compile(r"^(?:The spec asks for |The spec means |Wanted: )`([^`]*)`"),
+          "qa": re.compile(r"^(?:The passage says |According to the passage, |In the passage, )([^.]*)\.")}
+
+
+def test_every_critique_opens_with_the_fact_it_judges_by():
+    """code's and qa's critics state first what a verdict needs (the spec as code, marked where the
+    response differs; the passage's fact), then judge the response against it."""
+    from data import qa
+    stated = lambda task, critique: (STATED[task].search(critique) or [None, None])[1]
+    truth = {"code": lambda e: e.reference.split("return ", 1)[1], "qa": lambda e: qa._describe(e.facts)[1]}
+    for task, module in (("code", codegen), ("qa", qa)):
+        for example in module.make_examples(40, seed=1):
+            feedback = module.critique(example, example.demonstration)["textual_feedback"]
+            said = stated(task, feedback)
+            if task == "code":  # the spec, marked where the response differs: the marks taken out
+                said = unmarked(said)
+            assert said == truth[task](example), feedback
+    assert stated("code", "Fails 2 tests. `x + 1` is right.") is None  # not stated first
+    assert stated("qa", "The answer says so.") is None

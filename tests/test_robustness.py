@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from experiments.fanout import Done, Units
 from experiments import report, robustness
 
 SFT = 0.2  # 90% of the way to 1: 0.92
@@ -85,7 +86,8 @@ def test_ties_go_to_the_grids_order():
 
 def test_the_record_and_its_tables(tmp_path, monkeypatch, capsys):
     runs = fake_runs()
-    monkeypatch.setattr(robustness, "one_seed", lambda seed, out, device: runs[str(seed)])
+    monkeypatch.setattr(robustness, "seed_units", lambda units, seed, out, device: {
+        name: Done(run) for name, run in runs[str(seed)].items()})
     path = tmp_path / "robustness.json"
     robustness.main(["--seeds", "30", "31", "--out", str(tmp_path / "runs"), "--device", "cpu",
                      "--record", str(path)])
@@ -136,9 +138,10 @@ def test_a_tiny_seed_runs_through_the_shared_pipeline(tmp_path, monkeypatch):
     built = []
     real_prepare = robustness.prepare
     monkeypatch.setattr(robustness, "prepare", lambda *a, **k: built.append(1) or real_prepare(*a, **k))
-    done = robustness.one_seed(30, str(tmp_path), "cpu", grid=grid)
+    units = Units()  # in sequence
+    done = units.wait(robustness.seed_units(units, 30, str(tmp_path), "cpu", grid=grid))
     assert len(built) == 1  # one pipeline for every setting
     assert [len(done[robustness.name_of(s)]["curves"]["oracle"]) for s in grid] == [3, 2]
     assert all(math.isfinite(v) for r in done.values() for c in r["curves"].values() for p in c for v in p)
     monkeypatch.setattr(robustness, "prepare", None)  # read back, not run again
-    assert robustness.one_seed(30, str(tmp_path), "cpu", grid=grid) == json.loads(json.dumps(done))
+    assert units.wait(robustness.seed_units(units, 30, str(tmp_path), "cpu", grid=grid)) == json.loads(json.dumps(done))

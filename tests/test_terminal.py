@@ -16,8 +16,7 @@ def results(seeds=2):
     methods = {"sft": {"score": 0.5, "ci95": 0.0, "scores": [0.5], "curve": [[0, 0.4]]},
                "text2grad": method(scores, 0.0635, 0.95, [0.25, 0.35][:seeds], [0.125, 0.075][:seeds]),
                "ppo_scalar": method([0.7, 0.8][:seeds], 0.0635, 0.5, [0.0, 0.1][:seeds], [0.0, 0.0][:seeds])}
-    return {"methods": methods, "convergence": {"level": 0.8, "eval_every": 3, "updates": {"text2grad": 3, "ppo_scalar": 6}},
-            "paired": {"text2grad - ppo_scalar": {"mean": 0.05, "ci95": 0.0125, "verdict": "higher"}},
+    return {"methods": methods, "paired": {"text2grad - ppo_scalar": {"mean": 0.05, "ci95": 0.0125, "verdict": "higher"}},
             "area": {"text2grad - ppo_scalar": {"mean": 0.0375, "ci95": 0.05, "verdict": "tie"}},
             "lambda_grid": {"text2grad": {"0.5": 0.7, "0.95": 0.8}}}
 
@@ -30,7 +29,6 @@ def test_results_lines_carry_the_numbers_put_in(capsys):
     assert "text2grad - ppo_scalar           +0.050 ± 0.013 (higher)" in out
     assert "area over its updates), paired over seeds:\n    text2grad - ppo_scalar           +0.037 ± 0.050 (tie)" in out
     assert "text2grad 0.5:0.700 0.95:0.800" in out
-    assert "ppo_scalar's final 0.800 (checked every 3): text2grad 3, ppo_scalar 6" in out
 
 
 def test_one_seed_asks_for_more(capsys):

@@ -1,0 +1,226 @@
+"""experiments/fanout.py: the lab's units of work, one after another or as Ray tasks (--ray).
+
+A study is a loop over units (a seed, a grid point, a PPO run, a reward model). It hands each unit
+to Units.submit and reads the results back with Units.wait:
+
+    units = Units(args.ray, out=args.out, cpus=args.unit_cpus, gpus=args.unit_gpus, device=...)
+    with units:
+        handles = {seed: units.submit(f"seed {seed}", one_seed, seed, ...) for seed in seeds}
+        done = units.wait(handles)           # {seed: what one_seed returned}
+
+Without --ray a unit runs where it is submitted, in this process, as the plain loop did, and
+nothing here imports Ray. With --ray (a local cluster on this machine) or --ray ADDRESS (an
+existing one: `ray start --head` first, then `--ray auto` or the address it prints) each unit is a
+Ray task that asks for --unit-cpus CPUs (its torch threads too, 1 by default) and, on CUDA,
+--unit-gpus of a GPU, so that many tiny runs share one card. A handle passed to a later submit is
+what that unit returned: Ray starts the later unit once the earlier one is done, so stages that
+depend on each other form a graph of tasks.
+
+Under Ray a unit's own printing and bars go to OUT/units/<unit>.txt; the command shows one bar
+over the units as they finish, and at the end which units ran where and how long each took
+(Units.record, which the commands keep with their results). A worker that dies (killed, out of
+memory) costs its unit only: Ray starts it again (RETRIES), from its beginning or from the last
+stage its files say is finished. A unit that fails for a reason of its own (bad input, a loss that
+stopped being finite) ends the run once, with its one line. Ctrl-C cancels the tasks and leaves
+every file whole, for the command's own resume.
+"""
+import contextlib
+import os
+import re
+import socket
+import sys
+import time
+
+from experiments.runstate import Failed, commit, fail
+
+RETRIES = 3  # times Ray starts a unit again after its worker died, before the run fails
+PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def add_flags(parser):
+    """--ray [ADDRESS], --unit-cpus and --unit-gpus, for the lab's commands that fan out."""
+    parser.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                        help="run the units as Ray tasks: on a local cluster of this machine's "
+                             "CPUs (--ray), or on an existing cluster (--ray auto, or the address "
+                             "`ray start --head` printed); needs pip install -r "
+                             "requirements-ray.txt")
+    parser.add_argument("--unit-cpus", type=int, default=1,
+                        help="with --ray: the CPUs each unit asks for, and its torch threads "
+                             "(default 1)")
+    parser.add_argument("--unit-gpus", type=float, default=None,
+                        help="with --ray on CUDA: the share of a GPU each unit asks for "
+                             "(default 0.25: four tiny runs to a card; 0 on the CPU)")
+
+
+def check_flags(parser, args):
+    """One line and exit status 2 for settings no unit can run with, before any work."""
+    if args.unit_cpus < 1:
+        parser.error("--unit-cpus must be at least 1")
+    if args.unit_gpus is not None and not 0 <= args.unit_gpus <= 1:
+        parser.error("--unit-gpus must be between 0 and 1 (a share of one GPU)")
+    if args.ray is not None and args.ray != "local" and not args.ray.strip():
+        parser.error("--ray ADDRESS: give the cluster's address, auto, or no address at all")
+
+
+class Units:
+    """Units of one command, in sequence (ray None) or as Ray tasks (ray "local" or an address).
+    out: the folder the units write to (their printing goes to out/units/ under Ray); device: the
+    one the units train on (a GPU share is asked for on CUDA only)."""
+
+    def __init__(self, ray=None, out=".", cpus=1, gpus=None, device="cpu"):
+        self.ray, self.out, self.cpus = ray, os.path.abspath(out), cpus
+        self.gpus = (0.25 if str(device).startswith("cuda") else 0.0) if gpus is None else gpus
+        self.times, self.pending, self.bar = [], {}, None
+
+    # PLUMBING: starting and stopping the cluster
+
+    def __enter__(self):
+        if self.ray is None:
+            return self
+        try:
+            import ray
+        except ImportError:
+            fail("--ray needs Ray: pip install -r requirements-ray.txt")
+        from tqdm import tqdm
+        env = {"MKL_CBWR": os.environ.get("MKL_CBWR", "AUTO"), "TEXT2GRAD_COMMIT": commit(),
+               "TQDM_DISABLE": "1"}
+        runtime_env = {"env_vars": env}
+        if self.ray != "local":  # another machine's workers need the code: Ray ships this folder
+            runtime_env.update(working_dir=PROJECT, excludes=[".git", "runs", "*.pt"])
+        try:
+            ray.init(address=None if self.ray == "local" else self.ray, include_dashboard=False,
+                     log_to_driver=False, runtime_env=runtime_env, logging_level="ERROR")
+        except (ConnectionError, RuntimeError, ValueError) as error:
+            fail(f"--ray {self.ray}: cannot reach the cluster ({first_line(error)})")
+        self.task = ray.remote(run_unit)
+        self.bar = tqdm(total=0, desc="units", unit="unit", file=sys.stderr)
+        return self
+
+    def __exit__(self, kind, error, trace):
+        if self.ray is None:
+            return False
+        import ray
+        if self.pending:  # Ctrl-C or a failed unit: no task goes on without the command
+            for ref in self.pending:
+                ray.cancel(ref, force=True)
+            self.pending = {}
+        self.bar.close()
+        ray.shutdown()
+        return False
+
+    # PLUMBING: submit and wait
+
+    def submit(self, label, function, *args, **kwargs):
+        """Run function(*args, **kwargs) as the unit `label`: now, in sequence; as a Ray task under
+        --ray. A positional argument that is another unit's handle (itself, not inside a list)
+        stands for what that unit returned."""
+        if self.ray is None:
+            start = time.time()
+            value = function(*[a.value if isinstance(a, Done) else a for a in args], **kwargs)
+            self.times.append(where(label, start))
+            return Done(value)
+        ref = self.task.options(num_cpus=self.cpus, num_gpus=self.gpus, max_retries=RETRIES,
+                                name=label).remote(function, label, self.cpus, self.out, *args, **kwargs)
+        self.pending[ref] = label
+        self.bar.total += 1
+        self.bar.refresh()
+        return ref
+
+    def wait(self, handles):
+        """What the units of `handles` (a dict or a list of submit's handles) returned, in the same
+        shape. Under Ray: as they finish, one bar over them; the first unit that failed ends the
+        run with its line, every other task cancelled."""
+        keys = list(handles) if isinstance(handles, dict) else range(len(handles))
+        if self.ray is not None:
+            import ray
+            waiting = [handles[k] for k in keys if not isinstance(handles[k], Done)]
+            while waiting:
+                ready, waiting = ray.wait(waiting, num_returns=1)
+                for ref in ready:
+                    self.finished(ref, ray.get(ref))
+        values = [self.value(handles[k]) for k in keys]
+        return dict(zip(keys, values)) if isinstance(handles, dict) else values
+
+    def value(self, handle):
+        if isinstance(handle, Done):
+            return handle.value
+        import ray
+        return ray.get(handle).value
+
+    def finished(self, ref, outcome):
+        label = self.pending.pop(ref, None)
+        if label is None:  # seen already (a handle waited for twice)
+            return
+        self.times.append(outcome.where)
+        self.bar.update(1)
+        if outcome.failure is not None:
+            fail(f"{label}: {outcome.failure}")
+
+    def record(self):
+        """[{"unit", "node", "pid", "seconds"}]: which units ran where and how long each took."""
+        return list(self.times)
+
+    def report(self):
+        """Print the record: each unit, where it ran and for how long; one line per node."""
+        if not self.times:
+            return
+        print(f"\n{len(self.times)} units: " + "; ".join(
+            f"{node} {sum(t['node'] == node for t in self.times)} units, "
+            f"{sum(t['seconds'] for t in self.times if t['node'] == node):.0f} s"
+            for node in sorted({t["node"] for t in self.times})))
+        for t in self.times:
+            print(f"  {t['unit']:40s} {t['node']} pid {t['pid']:<7d} {t['seconds']:7.1f} s")
+
+
+class Done:
+    """A unit already run (in sequence): what it returned."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+class Outcome:
+    """What a Ray task hands back: its unit's value, or the one line it failed with, and where."""
+
+    def __init__(self, value, failure, where):
+        self.value, self.failure, self.where = value, failure, where
+
+
+def first_line(error):
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def where(label, start):
+    return {"unit": label, "node": socket.gethostname(), "pid": os.getpid(),
+            "seconds": round(time.time() - start, 2)}
+
+
+def run_unit(function, label, threads, out, *args, **kwargs):
+    """The Ray task: function(*args, **kwargs) at `threads` torch threads, its printing into
+    out/units/<label>.txt; an argument that is an Outcome is replaced by its value."""
+    import torch
+    start = time.time()
+    if any(isinstance(a, Outcome) and a.failure is not None for a in args):
+        return Outcome(None, "a unit it waits for failed", where(label, start))
+    args = [a.value if isinstance(a, Outcome) else a for a in args]
+    torch.set_num_threads(threads)
+    os.makedirs(os.path.join(out, "units"), exist_ok=True)
+    name = re.sub(r"[^A-Za-z0-9_.=-]+", "_", label)
+    with open(os.path.join(out, "units", f"{name}.txt"), "w", encoding="utf-8") as log, \
+            contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        print(f"unit {label}: pid {os.getpid()} on {socket.gethostname()}", flush=True)
+        try:
+            value, failure = function(*args, **kwargs), None
+        except Failed as error:            # fail(): bad input, said in one line
+            value, failure = None, error.message
+        except SystemExit as error:         # an exit inside a task would be a worker's death
+            value, failure = None, f"exited with status {error.code}"
+        except ValueError as error:         # bad input the data shows (the lab's checked())
+            value, failure = None, first_line(error)
+        except FloatingPointError as error:  # as run_to_the_end says it in sequence
+            value, failure = None, f"training diverged: {first_line(error)}"
+        except (OSError, RuntimeError) as error:
+            value, failure = None, f"{type(error).__name__}: {first_line(error)}"
+        print(f"unit {label}: {'failed: ' + failure if failure else 'done'} after "
+              f"{time.time() - start:.1f} s", file=sys.stderr, flush=True)
+    return Outcome(value, failure, where(label, start))
