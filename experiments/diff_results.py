@@ -5,15 +5,16 @@
 What a refactoring must leave alone: every number a run records. Prints each leaf that differs or is
 in one run only (a leaf: a path of keys and list indices to a number, string or null), and exits 1
 if any differs. Wall-clock times (keys ending in time_s), the device and where the run came from
-(its command, commits and machine) are not compared.
+(its command, commits, machine and units: experiments/fanout.py) are not compared.
 """
 import argparse
 import glob
 import json
+import math
 import os
 import sys
 
-SKIPPED = ("time_s", "device", "command", "commits", "machine")
+SKIPPED = ("time_s", "device", "command", "commits", "machine", "units")
 
 
 def leaves(value, path=()):
@@ -25,11 +26,16 @@ def leaves(value, path=()):
     return {path: value}
 
 
+def same(x, y):
+    """Equal leaves; NaN is the same number as NaN (GRPO's runs have no value head to explain)."""
+    return x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
+
+
 def compare(a, b):
     """(differing paths, paths in a only, paths in b only), SKIPPED aside."""
     keep = lambda path: not any(str(p).endswith(SKIPPED) for p in path)
     la, lb = ({p: v for p, v in leaves(x).items() if keep(p)} for x in (a, b))
-    return ([p for p in la if p in lb and la[p] != lb[p]], [p for p in la if p not in lb],
+    return ([p for p in la if p in lb and not same(la[p], lb[p])], [p for p in la if p not in lb],
             [p for p in lb if p not in la])
 
 

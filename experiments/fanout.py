@@ -16,10 +16,10 @@ Ray task that asks for --unit-cpus CPUs (its torch threads too, 1 by default) an
 what that unit returned: Ray starts the later unit once the earlier one is done, so stages that
 depend on each other form a graph of tasks.
 
-Under Ray a unit's own printing and bars go to OUT/units/<unit>.txt; the command shows one bar
-over the units as they finish, and at the end which units ran where and how long each took
-(Units.record, which the commands keep with their results). A worker that dies (killed, out of
-memory) costs its unit only: Ray starts it again (RETRIES), from its beginning or from the last
+Under Ray a unit's own printing and bars go to OUT/units/<unit>.txt (each attempt appended); the
+command shows one bar over the units as they finish, and at the end which units ran where and how
+long each took (Units.record, which the commands keep with their results). A worker that dies
+(killed, out of memory) costs its unit only: Ray starts it again (RETRIES), from its beginning or from the last
 stage its files say is finished. A unit that fails for a reason of its own (bad input, a loss that
 stopped being finite) ends the run once, with its one line. Ctrl-C cancels the tasks and leaves
 every file whole, for the command's own resume.
@@ -43,7 +43,7 @@ def add_flags(parser):
                         help="run the units as Ray tasks: on a local cluster of this machine's "
                              "CPUs (--ray), or on an existing cluster (--ray auto, or the address "
                              "`ray start --head` printed); needs pip install -r "
-                             "requirements-ray.txt")
+                             "experiments/requirements-ray.txt")
     parser.add_argument("--unit-cpus", type=int, default=1,
                         help="with --ray: the CPUs each unit asks for, and its torch threads "
                              "(default 1)")
@@ -65,10 +65,11 @@ def check_flags(parser, args):
 class Units:
     """Units of one command, in sequence (ray None) or as Ray tasks (ray "local" or an address).
     out: the folder the units write to (their printing goes to out/units/ under Ray); device: the
-    one the units train on (a GPU share is asked for on CUDA only)."""
+    one the units train on (a GPU share is asked for on CUDA only); cluster_cpus: a local
+    cluster's CPUs (default: every CPU of this machine)."""
 
-    def __init__(self, ray=None, out=".", cpus=1, gpus=None, device="cpu"):
-        self.ray, self.out, self.cpus = ray, os.path.abspath(out), cpus
+    def __init__(self, ray=None, out=".", cpus=1, gpus=None, device="cpu", cluster_cpus=None):
+        self.ray, self.out, self.cpus, self.cluster_cpus = ray, os.path.abspath(out), cpus, cluster_cpus
         self.gpus = (0.25 if str(device).startswith("cuda") else 0.0) if gpus is None else gpus
         self.times, self.pending, self.bar = [], {}, None
 
@@ -80,7 +81,7 @@ class Units:
         try:
             import ray
         except ImportError:
-            fail("--ray needs Ray: pip install -r requirements-ray.txt")
+            fail("--ray needs Ray: pip install -r experiments/requirements-ray.txt")
         from tqdm import tqdm
         env = {"MKL_CBWR": os.environ.get("MKL_CBWR", "AUTO"), "TEXT2GRAD_COMMIT": commit(),
                "TQDM_DISABLE": "1"}
@@ -88,8 +89,9 @@ class Units:
         if self.ray != "local":  # another machine's workers need the code: Ray ships this folder
             runtime_env.update(working_dir=PROJECT, excludes=[".git", "runs", "*.pt"])
         try:
+            local = {"num_cpus": self.cluster_cpus} if self.ray == "local" else {}  # default: every CPU
             ray.init(address=None if self.ray == "local" else self.ray, include_dashboard=False,
-                     log_to_driver=False, runtime_env=runtime_env, logging_level="ERROR")
+                     log_to_driver=False, runtime_env=runtime_env, logging_level="ERROR", **local)
         except (ConnectionError, RuntimeError, ValueError) as error:
             fail(f"--ray {self.ray}: cannot reach the cluster ({first_line(error)})")
         self.task = ray.remote(run_unit)
@@ -154,6 +156,7 @@ class Units:
         self.times.append(outcome.where)
         self.bar.update(1)
         if outcome.failure is not None:
+            self.bar.close()  # the line below the bar, not after it
             fail(f"{label}: {outcome.failure}")
 
     def record(self):
@@ -206,7 +209,7 @@ def run_unit(function, label, threads, out, *args, **kwargs):
     torch.set_num_threads(threads)
     os.makedirs(os.path.join(out, "units"), exist_ok=True)
     name = re.sub(r"[^A-Za-z0-9_.=-]+", "_", label)
-    with open(os.path.join(out, "units", f"{name}.txt"), "w", encoding="utf-8") as log, \
+    with open(os.path.join(out, "units", f"{name}.txt"), "a", encoding="utf-8") as log, \
             contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         print(f"unit {label}: pid {os.getpid()} on {socket.gethostname()}", flush=True)
         try:

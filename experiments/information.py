@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import copy
 import dataclasses
+import glob
 import io
 import json
 import os
@@ -40,10 +41,10 @@ import text2grad
 from align import find_span
 from data import experiment_splits, get_task
 from data.tokenizer import Tokenizer, training_texts
-from experiments import records
+from experiments import fanout, records
 from experiments.records import header, interval
 from experiments.first_looks import mean_sd, one_seed
-from experiments.runstate import atomic_save, checked, commit, fail, pick_device
+from experiments.runstate import atomic_save, checked, commit, fail, pick_device, run_to_the_end
 from experiments.stats import mean_ci95, sign_test
 from model import generate
 from sft import MAX_NEW_TOKENS, evaluate, response_ids, train_sft
@@ -308,9 +309,8 @@ def probe(seed, out, task_name, device, sizes=None):
 
 
 def commits_of(done):
-    """The commits every row of every seed ran at ("unrecorded" for a row written before rows kept
-    theirs)."""
-    return sorted({row.get("commit", "unrecorded") for rows in done for row in rows.values()})
+    """The commits every row of every seed ran at."""
+    return sorted({row["commit"] for rows in done for row in rows.values()})
 
 
 def one_seed_rows(seed, out, task_name, device, chosen, sizes=None):
@@ -322,6 +322,9 @@ def one_seed_rows(seed, out, task_name, device, chosen, sizes=None):
     records, captured = {}, {}
     for row, extra in (("first_look", {}), ("references", {"sft_on": "references"})):
         folder, stage, measured = os.path.join(out, row), {}, []
+        if not os.path.exists(os.path.join(folder, f"seed{seed}_gold.json")):  # stopped before its gold:
+            for done in glob.glob(os.path.join(folder, f"seed{seed}.*")):     # the row runs again
+                os.remove(done)
         with seams(splits["test"], stage, measured):
             records[row] = one_seed(seed, folder, device, **fields, **extra)
         path = os.path.join(folder, f"seed{seed}_gold.json")
@@ -393,34 +396,38 @@ def main(argv=None):
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, mps, ...")
     parser.add_argument("--record", default="", help="write the seeds' numbers here (results/NAME.json), "
                         "which python -m experiments.report --from reads")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    fanout.add_flags(parser)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(argv)
+    fanout.check_flags(parser, args)
     device = pick_device(args.device)
     if args.record and not records.writable(args.record):
         fail(f"--record {args.record}: not in a folder this run can write to")
     os.makedirs(args.out, exist_ok=True)
+    args.out = os.path.abspath(args.out)  # where a Ray worker writes, wherever it was started
     if args.probe in args.seeds:
         parser.error(f"--probe {args.probe} is among --seeds: the settings would be chosen on a "
                      "reported seed")
-    try:
-        chosen = probe(args.probe, args.out, args.task, device)
-    except ValueError as error:
-        parser.error(str(error))
-    print(f"chosen on validation at seed {args.probe}: {chosen}", flush=True)
-    done = []
-    for seed in args.seeds:
-        done.append(one_seed_rows(seed, args.out, args.task, device, chosen))
-        print(f"seed {seed} done", flush=True)
+    units = fanout.Units(args.ray, out=args.out, cpus=args.unit_cpus, gpus=args.unit_gpus, device=device)
+    with units:  # the probe, then each seed's rows: a unit each, every seed's reading the probe's choice
+        chosen = units.wait([units.submit(f"probe {args.probe}", checked, probe, args.probe, args.out, args.task,
+                                          device)])[0]
+        print(f"chosen on validation at seed {args.probe}: {chosen}", flush=True)
+        done = units.wait([units.submit(f"seed {seed}", one_seed_rows, seed, args.out, args.task, device, chosen)
+                           for seed in args.seeds])
+        if args.ray:
+            units.report()
     if done:
         report(done, args.task)
     if args.record:
         record = {"kind": "information", "task": args.task,
-                  "command": "python -m experiments.information " + " ".join(sys.argv[1:] if argv is None else argv),
+                  "command": "python -m experiments.information " + " ".join(argv),
                   "probe": {"seed": args.probe, "chosen": chosen},
-                  "commits": commits_of(done),
+                  "commits": commits_of(done), "units": units.record(),
                   "machines": sorted({r["first_look"]["machine"] for r in done}), "seeds": done}
         checked(records.write, args.record, record)
         print(f"written: {args.record}; its table: python -m experiments.report --from {args.record}")
 
 
 if __name__ == "__main__":
-    main()
+    run_to_the_end(main, "runs/information", "text2grad information", "again (what is written is read back)")

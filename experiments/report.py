@@ -36,11 +36,10 @@ from html import escape
 from data import get_task
 from experiments import first_looks, information, protocol_record, records, robustness, stats, terminal
 from experiments.figures import COLOURS, LABELS, curves_svg, overopt_svg, sft_curve_series, thresholds_svg
-from experiments.protocol import settings
 from experiments.page import CSS, curves, delta_tokens, legend, num, row, swatch, table
 from experiments.run_folder import read_json
 from experiments.summary import summarise
-from experiments.runstate import atomic_save, commit, fail
+from experiments.runstate import atomic_save, fail
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,8 +124,6 @@ def explained_variance_series(results):
 
 
 def showcase_section(entries, metric):
-    if not entries:
-        return '<p class="note">no showcase in this results.json (written by an older version: run again)</p>'
     out = ['<p>Each token is coloured by its delta: <span class="poor">&nbsp;poor (-1)&nbsp;</span> '
            '<span class="good">&nbsp;good (+1)&nbsp;</span> neutral (0) uncoloured. The critic is the '
            'task\'s programmatic annotator (the ground truth); the reward model is Text2Grad\'s, which writes '
@@ -172,11 +169,7 @@ def reward_model_section(results):
                    f'{rm["scalar"]["score_correlation"]:.3f}' + (", per reward-model seed " + " ".join(
                        f"{v:.3f}" for v in seeded) if len(seeded) > 1 else "") + '.</p>')
     for n in names:
-        matrix = rm[n].get("confusion")
-        if matrix is None:
-            out.append(f'<p class="note">{n}: no confusion matrix in this results.json (older version)</p>')
-            continue
-        cells = []
+        matrix, cells = rm[n]["confusion"], []
         for g, counts in zip(("negative", "neutral", "positive"), matrix):
             total = max(1, sum(counts))
             cells.append([f"<b>{g}</b>"] + [f'<td class="num" style="background:rgba(31,111,180,{0.6 * c / total:.2f})">'
@@ -216,7 +209,7 @@ def task_section(results):
         "seeds): 0 is a value function no better than a constant, 1 a perfect one.</p>",
         curves(explained_variance_series(results), "explained variance"),
         "<h3>What was criticised, and what the reward model read</h3>",
-        showcase_section(results.get("showcase"), metric),
+        showcase_section(results["showcase"], metric),
         f'<h3 id="{task}-reward-model">The reward model</h3>', reward_model_section(results)])
 
 
@@ -360,8 +353,6 @@ def write_record(folder, path):
     beside = {name: read_json(os.path.join(where, f"{name}.json")) if os.path.exists(os.path.join(where, f"{name}.json"))
               else None for name in ("revise", "revise_best")}
     record = protocol_record.compact(results, **beside)
-    if "config" not in results:  # a run older than results.json's config: the settings as the code has them now
-        record["config"] = {**settings(results["preset"], results["task"], results["praise"]), "read_at": commit()}
     records.write(path, {**record, "command": results.get("command"), "commits": results.get("commits"),
                          "machine": results.get("machine"), "folder": where})
     print(f"record -> {path}; its tables: python -m experiments.report --from {path}")
@@ -413,7 +404,7 @@ def main(argv=None):
         fail(str(error))
     except (KeyError, TypeError, AttributeError, IndexError) as error:
         fail(f"a results.json in {args.out} lacks what the report needs ({type(error).__name__}: {error}); "
-             f"it may come from an older version: run the experiment again")
+             f"run the experiment again")
     except OSError as error:
         fail(f"cannot write the report ({error.strerror or error}: {error.filename or args.out})")
 

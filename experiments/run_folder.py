@@ -15,7 +15,6 @@ from data import get_task
 from experiments.runstate import fail
 from experiments.presets import PRESETS
 from data import experiment_splits
-from guards import PRAISE
 from text2grad import REWARD_MODELS
 
 
@@ -46,8 +45,7 @@ def read_run(folder, device):
         fail(f"{folder} has not finished its reward models ({', '.join(missing)} missing); run or --resume "
              f"python -m experiments.protocol first")
     task, preset = get_task(identity["task"]), PRESETS[identity["preset"]]
-    # the praise the run's PPO paid (--praise); a folder from before the flag: the task's default
-    preset = {**preset, "ppo": {**preset["ppo"], "praise": identity.get("praise") or PRAISE[task.NAME]}}
+    preset = {**preset, "ppo": {**preset["ppo"], "praise": identity["praise"]}}  # what the run's PPO paid (--praise)
     splits, _ = experiment_splits(task, preset, identity["seed"])
     policy, tokenizer, _ = load_checkpoint(os.path.join(folder, "sft.pt"), device)
     reward_models = {name: load_checkpoint(os.path.join(folder, f"reward_{name}.pt"), device, tokenizer)[0]

@@ -105,7 +105,7 @@ def holm(p_values):
 def difference_text(d):
     """A paired difference as the tables print it: "+0.048 ± 0.035 (higher)", or, from a single unit
     (every seed on one reward model), "+0.118 (1 unit: no interval)"."""
-    if d.get("units", 2) < 2:  # a difference written before units were counted had several
+    if d["units"] < 2:
         return f"{d['mean']:+.3f} (1 unit: no interval)"
     return f"{d['mean']:+.3f} ± {d['ci95']:.3f} ({d['verdict']})"
 

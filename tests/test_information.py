@@ -164,9 +164,9 @@ def test_the_seams_keep_run_s_sft_policy_and_measure_its_test_answers_only():
 
 def test_a_records_commits_are_every_rows():
     from experiments.information import commits_of
-    done = [{"first_look": {"commit": "a1"}, "references": {"commit": "b2+changes"}, "deleted": {}},
+    done = [{"first_look": {"commit": "a1"}, "references": {"commit": "b2+changes"}, "deleted": {"commit": "a1"}},
             {"first_look": {"commit": "a1"}, "references": {"commit": "a1"}, "deleted": {"commit": "c3"}}]
-    assert commits_of(done) == ["a1", "b2+changes", "c3", "unrecorded"]
+    assert commits_of(done) == ["a1", "b2+changes", "c3"]
 
 
 def test_an_unwritable_record_is_refused_before_any_run(monkeypatch, capsys):

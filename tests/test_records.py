@@ -184,19 +184,6 @@ def test_a_stage_keeps_the_commit_its_process_started_at(tmp_path, monkeypatch):
     assert saved["done"]["data"]["commit"] == "aaaaaaa" and progress.commits() == ["aaaaaaa"]
 
 
-def test_a_record_of_a_run_older_than_its_config_gets_the_settings_and_says_when(tmp_path, capsys):
-    from experiments import runstate
-    from experiments.presets import PRESETS
-    folder = tmp_path / "code"
-    folder.mkdir()
-    (folder / "results.json").write_text(json.dumps({"task": "code", "preset": "tiny", "praise": "phrase",
-                                                     "seed": 7, "methods": {}}))
-    report.write_record(str(folder), str(tmp_path / "r.json"))
-    config = json.loads((tmp_path / "r.json").read_text())["config"]
-    assert config["ppo"]["updates"] == PRESETS["tiny"]["ppo"]["updates"] and config["ppo"]["praise"] == "phrase"
-    assert config["read_at"] == runstate.commit()  # the commit whose settings these are, not the run's
-
-
 def test_the_reward_models_fit_and_the_critique_against_its_ablation_by_hand():
     record = protocol_record([0.7, 0.8, 0.6], [0.6, 0.6, 0.6])
     three = lambda values: {k: values for k in ("positive_f1", "negative_f1", "exact_span_match")}

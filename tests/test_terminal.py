@@ -16,8 +16,8 @@ def results(seeds=2):
     methods = {"sft": {"score": 0.5, "ci95": 0.0, "scores": [0.5], "curve": [[0, 0.4]]},
                "text2grad": method(scores, 0.0635, 0.95, [0.25, 0.35][:seeds], [0.125, 0.075][:seeds]),
                "ppo_scalar": method([0.7, 0.8][:seeds], 0.0635, 0.5, [0.0, 0.1][:seeds], [0.0, 0.0][:seeds])}
-    return {"methods": methods, "paired": {"text2grad - ppo_scalar": {"mean": 0.05, "ci95": 0.0125, "verdict": "higher"}},
-            "area": {"text2grad - ppo_scalar": {"mean": 0.0375, "ci95": 0.05, "verdict": "tie"}},
+    return {"methods": methods, "paired": {"text2grad - ppo_scalar": {"mean": 0.05, "ci95": 0.0125, "verdict": "higher", "units": 2}},
+            "area": {"text2grad - ppo_scalar": {"mean": 0.0375, "ci95": 0.05, "verdict": "tie", "units": 2}},
             "lambda_grid": {"text2grad": {"0.5": 0.7, "0.95": 0.8}}}
 
 
