@@ -285,6 +285,21 @@ def test_reward_grid_chooses_each_model_on_validation_alone(run_all, tmp_path):
     scores = model.predict(run.tokenizer, [r["prompt"] for r in kept], [r["response"] for r in kept])
     expected = numpy.corrcoef(scores, reward.scalar_targets(items, shaping).numpy())[0, 1]
     assert results["scalar"]["grid"][3]["validation"] == pytest.approx(expected, abs=1e-4)
+    # a stopped grid resumes: every finished point is read back from reward_grid/, none trained again
+    (tmp_path / "code" / "reward_grid" / "scalar_lr0.003_steps3_seed0.json").unlink()  # as if stopped there
+    trained = []
+    real = reward_grid.grid_point
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(reward_grid, "grid_point", lambda *a: trained.append(a[-3:-1]) or real(*a))
+    try:
+        reward_grid.main(["--out", str(tmp_path / "code"), "--device", "cpu", "--lrs", "1e-3", "3e-3", "--steps", "2",
+                          "3"])
+    finally:
+        monkeypatch.undo()
+    assert trained == [(3e-3, 3)]
+    untimed = lambda r: {n: {**e, "grid": [{k: v for k, v in g.items() if k != "time_s"} for g in e["grid"]]}
+                         for n, e in r.items()}
+    assert untimed(json.loads((tmp_path / "code" / "reward_grid.json").read_text())) == untimed(results)
     code = subprocess.run([sys.executable, "-m", "experiments.reward_grid", "--out", str(tmp_path / "nothing")],
                           capture_output=True, text=True, cwd=ROOT)
     assert code.returncode != 0 and "Traceback" not in code.stderr and "experiments.protocol" in code.stderr
