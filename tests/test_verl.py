@@ -484,7 +484,7 @@ def test_the_export_is_verls_dataset_format(tmp_path):
     row = frame.iloc[0]
     system, user = row["prompt"]
     assert (system["role"], user["role"]) == ("system", "user")
-    assert "name, city, day, colour, count, unit, size, speed" in system["content"]
+    assert all(f"{kind} (" in system["content"] for kind in facts.KINDS)
     note = make_splits(facts, {"train": 20, "validation": 0, "test": 5}, seed=0)["train"][0]
     assert user["content"] == note.prompt
     assert row["reward_model"]["ground_truth"] == note.reference

@@ -1,6 +1,7 @@
 """The critics a SpanRewardManager asks: a prompt and a response -> a critique quoting spans.
 
-verl loads one by reward.custom_reward_function.path and .name; the manager calls it as
+verl loads one by reward.custom_reward_function.path and .name; the manager calls it, a plain
+function (not a coroutine) run in a worker thread, as
     critic(prompt=..., response=..., ground_truth=..., router=...)
   prompt        the text of the sample's last user message
   response      the response's text, decoded from its sampled bytes (manager.py)

@@ -21,13 +21,16 @@ import pandas
 from data import facts, make_splits
 
 DATA_SOURCE = "text2grad/facts"
+MEANING = {"name": "who it is from", "city": "where it goes", "day": "the day it leaves",
+           "colour": "the wrapping", "count": "the boxes", "unit": "the unit it is weighed in",
+           "size": "the box's size", "speed": "how it is sent"}  # one per kind of facts.KINDS
 EXAMPLE = [("name", "Maya"), ("day", "friday"), ("speed", "express")]
 INSTRUCTION = (
     "Restate the delivery order in the user's note. Write one clause \"key value\" per fact the "
-    "note states, in the note's order, separated by \"; \" and ending with \".\". The keys are "
-    f"{', '.join(facts.KINDS)}. Write nothing else. For a note that gives the sender Maya, the day "
-    f"friday and the speed express, write: {facts.restate(EXAMPLE)}")
-
+    "note states, in the note's order, separated by \"; \" and ending with \".\". The keys: "
+    f"{', '.join(f'{kind} ({MEANING[kind]})' for kind in facts.KINDS)}. Write nothing else. For "
+    "a note that gives the sender Maya, the day friday and the speed express, write: "
+    f"{facts.restate(EXAMPLE)}")
 
 def rows(examples, split):
     """verl's dataset rows for examples (data.Example of the facts task)."""

@@ -69,7 +69,7 @@ class SpanRewardManager(RewardManagerBase):
     """verl's reward manager for Text2Grad: a critique per response, a reward per token."""
 
     def __init__(self, config, tokenizer, compute_score, reward_router_address=None,
-                 reward_model_tokenizer=None):
+                 reward_model_tokenizer=None):  # verl passes the reward model's tokenizer: unread
         super().__init__(config, tokenizer, compute_score)
         reward = config.reward
         if not reward.reward_model.enable or reward.reward_model.enable_resource_pool:
