@@ -24,7 +24,7 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 SPECIALS = ["<|pad|>", "<|bos|>", "<|eos|>", "<|response|>", "<|critique|>", "<|span|>"]
 
 
-def _byte_of_symbol():
+def byte_of_symbol():
     """Inverse of byte-level BPE's byte -> printable-symbol table (printable bytes map to
     themselves; the rest to code points from 256 up, in byte order)."""
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
@@ -38,13 +38,43 @@ def _byte_of_symbol():
     return symbols
 
 
+def char_offsets(token_bytes):
+    """(start, end) character range of each token in b"".join(token_bytes) decoded as UTF-8 (invalid
+    bytes as U+FFFD), from the bytes each token stands for (b"" for a special token, which gets an
+    empty range at its position). A token's range covers every character one of its bytes belongs
+    to. Tokenizer.offsets reads its tokens' bytes here; any other byte-level BPE's can be read the
+    same way (a tokenizer from the transformers library: integrations/verl).
+    """
+    # char_of_byte[k]: the character of the text that byte k ends up in. An incremental UTF-8
+    # decoder emits characters once their bytes are complete (invalid bytes become U+FFFD, as in
+    # decode()); the bytes it consumed go to what it emitted, counted from the end, since the last
+    # byte always completes the last character and any extra leading bytes were one invalid run.
+    decoder, char_of_byte, waiting, n_chars = codecs.getincrementaldecoder("utf-8")("replace"), [], 0, 0
+    for byte in b"".join(token_bytes):
+        waiting += 1
+        out = decoder.decode(bytes([byte]))
+        consumed = waiting - len(decoder.getstate()[0])  # bytes no longer held back
+        if out:
+            char_of_byte += [n_chars + max(0, len(out) - consumed + j) for j in range(consumed)]
+            n_chars, waiting = n_chars + len(out), waiting - consumed
+    tail = decoder.decode(b"", final=True)  # bytes of an unfinished character at the end
+    char_of_byte += [n_chars] * waiting
+    n_chars += len(tail)
+    spans, k = [], 0
+    for b in token_bytes:
+        start = char_of_byte[k] if k < len(char_of_byte) else n_chars
+        spans.append((start, char_of_byte[k + len(b) - 1] + 1) if b else (start, start))
+        k += len(b)
+    return spans
+
+
 class Tokenizer:
     def __init__(self, hf_tokenizer):
         self.hf = hf_tokenizer
         self.vocab_size = hf_tokenizer.get_vocab_size()
         self.pad_id, self.bos_id, self.eos_id, self.response_id, self.critique_id, self.span_id = (
             hf_tokenizer.token_to_id(s) for s in SPECIALS)
-        self._byte_of_symbol = _byte_of_symbol()
+        self._byte_of_symbol = byte_of_symbol()
 
     @classmethod
     def train(cls, texts, vocab_size=1024):
@@ -81,33 +111,11 @@ class Tokenizer:
     def offsets(self, ids):
         """(start, end) character range of each token in decode(ids), for any id sequence,
         including ones the policy sampled (which need not be what encode() would produce).
-
-        A token stands for some bytes; its range covers every character one of those bytes belongs
-        to. Special tokens get an empty range at their position.
+        Special tokens get an empty range at their position (char_offsets).
         """
         token_bytes = [b"" if i < len(SPECIALS) else bytes(self._byte_of_symbol[s] for s in self.hf.id_to_token(i))
                        for i in ids]
-        # char_of_byte[k]: the character of decode(ids) that byte k ends up in. An incremental UTF-8
-        # decoder emits characters once their bytes are complete (invalid bytes become U+FFFD, as in
-        # decode()); the bytes it consumed go to what it emitted, counted from the end, since the last
-        # byte always completes the last character and any extra leading bytes were one invalid run.
-        decoder, char_of_byte, waiting, n_chars = codecs.getincrementaldecoder("utf-8")("replace"), [], 0, 0
-        for byte in b"".join(token_bytes):
-            waiting += 1
-            out = decoder.decode(bytes([byte]))
-            consumed = waiting - len(decoder.getstate()[0])  # bytes no longer held back
-            if out:
-                char_of_byte += [n_chars + max(0, len(out) - consumed + j) for j in range(consumed)]
-                n_chars, waiting = n_chars + len(out), waiting - consumed
-        tail = decoder.decode(b"", final=True)  # bytes of an unfinished character at the end
-        char_of_byte += [n_chars] * waiting
-        n_chars += len(tail)
-        spans, k = [], 0
-        for b in token_bytes:
-            start = char_of_byte[k] if k < len(char_of_byte) else n_chars
-            spans.append((start, char_of_byte[k + len(b) - 1] + 1) if b else (start, start))
-            k += len(b)
-        return spans
+        return char_offsets(token_bytes)
 
     def pieces(self, ids):
         """decode(ids) cut into one string per token, by offsets(): "".join(pieces) == decode(ids).

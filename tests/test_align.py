@@ -6,7 +6,7 @@ import pytest
 
 import align
 from align import FUZZY_THRESHOLD
-from experiments import convert
+from data import replies
 
 # ------------------------------------------------------------------------------------------------
 # find_span
@@ -146,7 +146,7 @@ def test_align_hand_example():
 
 def test_align_from_raw_annotator_text():
     raw = '```json\n{"textual_feedback": "ok", "good_spans": ["THE CAT",], // loose quote\n}\n```'
-    delta, stats = align.align(CAT, CAT_TOKENS, convert.parse_reply(raw))
+    delta, stats = align.align(CAT, CAT_TOKENS, replies.parse_reply(raw))
     assert delta == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
     assert stats == {"spans": 1, "unaligned": 0, "labelled_tokens": 2, "tokens": 7}
 

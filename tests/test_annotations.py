@@ -1,11 +1,12 @@
-"""data/annotations.py: annotation files read line by line; experiments/convert.py: an annotator's reply
-and the authors' stored shapes, written by hand here, converted into our JSONL."""
+"""data/annotations.py: annotation files read line by line; data/replies.py: an annotator's
+reply; experiments/convert.py: the authors' stored shapes. Written by hand here, converted into
+our JSONL."""
 import json
 import re
 
 import pytest
 
-from data import annotations
+from data import annotations, replies
 from experiments import convert
 
 REPLY = ('Here is my evaluation of the summary.\n```json\n{"textual_feedback": "The amount is wrong.",\n'
@@ -102,7 +103,7 @@ def test_bad_annotation_files_name_the_line(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------
-# parse_reply: an annotator's reply read into our shape
+# parse_reply (data/replies.py): an annotator's reply read into our shape
 
 
 def test_dict_input_fills_missing_span_lists():
@@ -116,12 +117,12 @@ def test_dict_input_fills_missing_span_lists():
     '```JSON {"textual_feedback": "ok", "good_spans": ["a"]} ```',
 ])
 def test_fenced_json(raw):
-    assert convert.parse_reply(raw) == {"textual_feedback": "ok", "good_spans": ["a"], "poor_spans": []}
+    assert replies.parse_reply(raw) == {"textual_feedback": "ok", "good_spans": ["a"], "poor_spans": []}
 
 
 def test_trailing_commas_removed_but_not_inside_strings():
     raw = '{"textual_feedback": "the list [1,] is wrong", "good_spans": ["a", "b",], "poor_spans": [],}'
-    assert convert.parse_reply(raw) == {
+    assert replies.parse_reply(raw) == {
         "textual_feedback": "the list [1,] is wrong", "good_spans": ["a", "b"], "poor_spans": []}
 
 
@@ -133,7 +134,7 @@ def test_line_comments_removed_but_url_in_string_survives():
         '  "poor_spans": ["x >= 0"], // the comma before this comment is trailing\n'
         '}'
     )
-    assert convert.parse_reply(raw) == {
+    assert replies.parse_reply(raw) == {
         "textual_feedback": 'see http://example.org/a "quoted" // not a comment',
         "good_spans": [],
         "poor_spans": ["x >= 0"],
@@ -143,14 +144,14 @@ def test_line_comments_removed_but_url_in_string_survives():
 def test_word_score_list_groups_runs_of_one_sign():
     raw = {"textual_feedback": "ok", "word_score_list": [
         ["The", 0], ["cat", 1], ["sat", 2.5], ["on", -1], ["the", -0.5], ["mat", 0], ["today", 1]]}
-    assert convert.parse_reply(raw) == {
+    assert replies.parse_reply(raw) == {
         "textual_feedback": "ok", "good_spans": ["cat sat", "today"], "poor_spans": ["on the"]}
 
 
 def test_word_score_list_with_sign_words():
     raw = ('{"textual_feedback": "ok", "word_score_list": '
            '[["a", "positive"], ["b", "negative"], ["c", "neutral"], ["d", "Negative"], ["e", "negative"]]}')
-    assert convert.parse_reply(raw) == {"textual_feedback": "ok", "good_spans": ["a"], "poor_spans": ["b", "d e"]}
+    assert replies.parse_reply(raw) == {"textual_feedback": "ok", "good_spans": ["a"], "poor_spans": ["b", "d e"]}
 
 
 # Every shape DETAILS.md promises for a bare (unfenced) object: alone, prose before, prose after, both.
@@ -162,20 +163,20 @@ def test_word_score_list_with_sign_words():
     'A {braced} aside first. {"textual_feedback": "Fine.", "good_spans": ["moving out"]} Then "more".',
 ])
 def test_bare_object_with_or_without_prose(raw):
-    assert convert.parse_reply(raw) == {"textual_feedback": "Fine.", "good_spans": ["moving out"], "poor_spans": []}
+    assert replies.parse_reply(raw) == {"textual_feedback": "Fine.", "good_spans": ["moving out"], "poor_spans": []}
 
 
 def test_unfenced_object_with_prose_around_it():
     # what annotators write when nobody fences their JSON: a preamble, the object, a sign-off
     raw = ('Here is my review of the summary:\n{"textual_feedback": "Good {overall}, a \\"quoted\\" slip.",\n'
            ' "good_spans": ["the cat"], "poor_spans": ["sat",],}\nLet me know if you need more. }')
-    assert convert.parse_reply(raw) == {"textual_feedback": 'Good {overall}, a "quoted" slip.',
+    assert replies.parse_reply(raw) == {"textual_feedback": 'Good {overall}, a "quoted" slip.',
                                      "good_spans": ["the cat"], "poor_spans": ["sat"]}
 
 
 def test_object_in_prose_that_never_closes_is_one_clear_error():
     with pytest.raises(ValueError, match="not valid JSON"):
-        convert.parse_reply('My verdict: {"textual_feedback": "ok", "good_spans": ["a"]')
+        replies.parse_reply('My verdict: {"textual_feedback": "ok", "good_spans": ["a"]')
 
 
 @pytest.mark.parametrize("raw, message", [
@@ -195,5 +196,5 @@ def test_object_in_prose_that_never_closes_is_one_clear_error():
 ])
 def test_unusable_annotations_raise_one_clear_error(raw, message):
     with pytest.raises(ValueError, match=re.escape(message)) as info:
-        convert.parse_reply(raw)
+        replies.parse_reply(raw)
     assert "\n" not in str(info.value)

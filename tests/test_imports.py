@@ -28,7 +28,8 @@ def imports(path, modules):
 
 
 def graph(root=ROOT):
-    paths = [p for pattern in ("*.py", "data/*.py", "experiments/*.py", "exercises/*.py")
+    paths = [p for pattern in ("*.py", "data/*.py", "experiments/*.py", "exercises/*.py",
+                               "integrations/*.py", "integrations/*/*.py")
              for p in glob.glob(os.path.join(root, pattern))]
     modules = {module_name(p) if root == ROOT else os.path.relpath(p, root)[:-3].replace(os.sep, ".")
                .removesuffix(".__init__"): p for p in paths}
@@ -69,3 +70,15 @@ def test_the_core_never_imports_the_lab():
     for name, imported in graph().items():
         if "." not in name:  # a top-level file
             assert not any(m.startswith("experiments") for m in imported), (name, imported)
+
+
+def test_the_bridges_stand_apart():
+    """integrations/ (verl's reward manager, ...) reads the core and the data layer, never the lab;
+    nothing else imports it, so the core runs without verl installed."""
+    edges = graph()
+    assert any(name.startswith("integrations.") for name in edges)
+    for name, imported in edges.items():
+        if name.startswith("integrations"):
+            assert not any(m.startswith("experiments") for m in imported), (name, imported)
+        else:
+            assert not any(m.startswith("integrations") for m in imported), (name, imported)
