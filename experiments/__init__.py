@@ -3,17 +3,23 @@ the top level imports them. Each is a command, run from the repository's root:
 
     python -m experiments.protocol         the full experiment: seeds, the lambda grid, resume, results.json
     python -m experiments.report           a run's summary: intervals, paired differences, report.html
+    python -m experiments.first_looks      the first look over seeds, its record under results/
+    python -m experiments.robustness       the first look under 18 PPO settings, each method choosing its own
+    python -m experiments.information      what each method is given: rows that hold the information fixed
     python -m experiments.sweep            the K sweep: K independent flaws per response (--ablation: the guards)
-    python -m experiments.value_heads      the value head under the authors' settings and ours
+    python -m experiments.reward_grid      each reward model's learning rate and steps, chosen on validation
+    python -m experiments.revise           the prompt-only baseline on a finished run
+    python -m experiments.optimisers       PPO against GRPO on a finished run
     python -m experiments.lookup           what makes qa's look-up learnable: canon layers, pretraining
-    python -m experiments.critique_check   the CoT reward model: the fact it states, the verdict after it
-    python -m experiments.figures          the README's figures from the runs' results
     python -m experiments.convert          the authors' and LLM annotators' stored annotations -> ours
     python -m experiments.bench            the loss path, generation and one update, timed
     python -m experiments.diff_results     two runs' results.json compared leaf by leaf
 
-runstate.py (errors, atomic writes, progress.json), checkpoint.py, measures.py, ppo_runs.py (the PPO stage), run_folder.py, showcase.py,
-stats.py, summary.py and terminal.py are what the commands share. LOG.md is the experiments' history.
+first_looks, robustness, information, protocol, sweep and reward_grid take --ray: their units as Ray
+tasks (fanout.py; pip install -r experiments/requirements-ray.txt). runstate.py (errors, atomic
+writes, progress.json), fanout.py, checkpoint.py, measures.py, ppo_runs.py (the PPO stage),
+run_folder.py, showcase.py, stats.py, summary.py and terminal.py are what the commands share. LOG.md
+is the experiments' history.
 """
 import os
 

@@ -25,6 +25,7 @@ stopped being finite) ends the run once, with its one line. Ctrl-C cancels the t
 every file whole, for the command's own resume.
 """
 import contextlib
+import importlib
 import os
 import re
 import socket
@@ -227,3 +228,50 @@ def run_unit(function, label, threads, out, *args, **kwargs):
         print(f"unit {label}: {'failed: ' + failure if failure else 'done'} after "
               f"{time.time() - start:.1f} s", file=sys.stderr, flush=True)
     return Outcome(value, failure, where(label, start))
+
+
+# PLUMBING: what a unit costs beside its work (python -m experiments.fanout; DETAILS.md, The lab on Ray)
+
+def imported():
+    """What a first look's unit imports (torch, tokenizers, the method, the lab): on a fresh worker
+    its whole cost, on a worker that ran a unit before, nothing."""
+    importlib.import_module("experiments.first_looks")
+
+
+def echo(value):
+    return value
+
+
+def overhead(cpus=2, rounds=100):
+    """{figure: seconds} on a local cluster of `cpus` CPUs: its start; a unit's round trip on a
+    fresh worker (with the first look's imports) and on a warm one; an empty unit's round trip
+    (median of `rounds`); and that of a unit handed a first look's SFT policy (Config's GPT) that
+    hands it back."""
+    import ray
+    from model import GPT, GPTConfig
+    from text2grad import Config
+
+    def timed(task, value=None):
+        start = time.perf_counter()
+        ray.get(task.remote(*([] if value is None else [value])))
+        return time.perf_counter() - start
+    start = time.perf_counter()
+    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    figures = {"cluster start": time.perf_counter() - start}
+    unit = ray.remote(imported)
+    figures["a first look's unit, fresh worker"] = timed(unit)
+    figures["the same, warm worker"] = timed(unit)
+    empty = ray.remote(echo)
+    figures["empty unit, median"] = sorted(timed(empty, 0) for _ in range(rounds))[rounds // 2]
+    c = Config()
+    policy = GPT(GPTConfig(vocab_size=c.vocab_size, n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd,
+                           block_size=c.block_size))
+    figures["the SFT policy there and back, median"] = sorted(timed(empty, policy) for _ in range(rounds))[rounds // 2]
+    figures["its size, MB"] = sum(p.numel() * p.element_size() for p in policy.parameters()) / 2 ** 20
+    ray.shutdown()
+    return figures
+
+
+if __name__ == "__main__":
+    for name, value in overhead().items():
+        print(f"{name:40s} {value:.4f}")

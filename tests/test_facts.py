@@ -222,7 +222,7 @@ def test_the_sweep_end_to_end(tmp_path, capsys):
     capsys.readouterr()
     tables = optimisers.compare(str(out))  # PPO against GRPO, one table per K both ran, on the seeds both ran
     printed = capsys.readouterr().out
-    assert list(tables) == ["sweep, K=1"] and "updates to 90%" in printed
+    assert list(tables) == ["sweep, K=1"] and "updates to hold 90%" in printed
     assert "oracle summed - oracle_scalar" in printed and "(the same validation curves)" in printed
     for name in text2grad.METHODS:  # two seeds, each on its own reward model: the plain paired mean
         ppo, ours = (r["per_k"]["1"]["methods"][name]["scores"][:2] for r in (again, grpo))

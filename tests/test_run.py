@@ -163,11 +163,11 @@ RUN = [sys.executable, "-m", "experiments.protocol", "--preset", "tiny", "--devi
 def metrics(path):
     """results.json without the wall-clock times, which differ between any two runs, and where it came
     from: the command that started it (its --out differs), the commits its stages ran at (an edit
-    between the two runs changes them) and the machine."""
+    between the two runs changes them), the machine and the units' record (where and how long)."""
     def strip(value):
         if isinstance(value, dict):
             return {k: strip(v) for k, v in value.items()
-                    if k not in ("wall_time_s", "time_s", "command", "commits", "machine")}
+                    if k not in ("wall_time_s", "time_s", "command", "commits", "machine", "units")}
         return [strip(v) for v in value] if isinstance(value, list) else value
     return strip(json.loads(path.read_text()))
 
