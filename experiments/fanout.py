@@ -16,7 +16,7 @@ Ray task that asks for --unit-cpus CPUs (its torch threads too, 1 by default) an
 what that unit returned: Ray starts the later unit once the earlier one is done, so stages that
 depend on each other form a graph of tasks.
 
-Under Ray a unit's own printing and bars go to OUT/units/<unit>.txt (each attempt appended); the
+Under Ray a unit's printing and bars go to OUT/units/<unit>.txt (each attempt appended); the
 command shows one bar over the units as they finish, and at the end which units ran where and how
 long each took (Units.record, which the commands keep with their results). A worker that dies
 (killed, out of memory) costs its unit only: Ray starts it again (RETRIES), from its beginning or from the last
@@ -31,6 +31,7 @@ import re
 import socket
 import sys
 import time
+import traceback
 
 from experiments.runstate import Failed, commit, fail
 
@@ -41,10 +42,11 @@ PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def add_flags(parser):
     """--ray [ADDRESS], --unit-cpus and --unit-gpus, for the lab's commands that fan out."""
     parser.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                        help="run the units as Ray tasks: on a local cluster of this machine's "
+                        help="run the units as Ray tasks: on a new local cluster of this machine's "
                              "CPUs (--ray), or on an existing cluster (--ray auto, or the address "
                              "`ray start --head` printed); needs pip install -r "
-                             "experiments/requirements-ray.txt")
+                             "experiments/requirements-ray.txt; Ray's servers listen on every "
+                             "interface, token-protected (DETAILS.md, The lab on Ray)")
     parser.add_argument("--unit-cpus", type=int, default=1,
                         help="with --ray: the CPUs each unit asks for, and its torch threads "
                              "(default 1)")
@@ -72,13 +74,15 @@ class Units:
     def __init__(self, ray=None, out=".", cpus=1, gpus=None, device="cpu", cluster_cpus=None):
         self.ray, self.out, self.cpus, self.cluster_cpus = ray, os.path.abspath(out), cpus, cluster_cpus
         self.gpus = (0.25 if str(device).startswith("cuda") else 0.0) if gpus is None else gpus
-        self.times, self.pending, self.bar = [], {}, None
+        self.times, self.pending, self.waits_for, self.bar = [], {}, {}, None
 
     # PLUMBING: starting and stopping the cluster
 
     def __enter__(self):
         if self.ray is None:
             return self
+        if self.ray != "local":  # joining: send the cluster's token (a new local cluster makes one)
+            os.environ.setdefault("RAY_AUTH_MODE", "token")
         try:
             import ray
         except ImportError:
@@ -89,12 +93,17 @@ class Units:
         runtime_env = {"env_vars": env}
         if self.ray != "local":  # another machine's workers need the code: Ray ships this folder
             runtime_env.update(working_dir=PROJECT, excludes=[".git", "runs", "*.pt"])
-        try:
+        try:  # "local": a new cluster, never one that happens to run here already
             local = {"num_cpus": self.cluster_cpus} if self.ray == "local" else {}  # default: every CPU
-            ray.init(address=None if self.ray == "local" else self.ray, include_dashboard=False,
-                     log_to_driver=False, runtime_env=runtime_env, logging_level="ERROR", **local)
-        except (ConnectionError, RuntimeError, ValueError) as error:
+            ray.init(address=self.ray, include_dashboard=False, log_to_driver=False,
+                     runtime_env=runtime_env, logging_level="ERROR", **local)
+        except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as error:
             fail(f"--ray {self.ray}: cannot reach the cluster ({first_line(error)})")
+        have = ray.cluster_resources()
+        if have.get("CPU", 0) < self.cpus or have.get("GPU", 0) < self.gpus:  # a unit would wait forever
+            ray.shutdown()
+            fail(f"--ray {self.ray}: a unit asks for {self.cpus} CPUs and {self.gpus:g} GPUs, the cluster has "
+                 f"{have.get('CPU', 0):g} and {have.get('GPU', 0):g}; lower --unit-cpus or --unit-gpus")
         self.task = ray.remote(run_unit)
         self.bar = tqdm(total=0, desc="units", unit="unit", file=sys.stderr)
         return self
@@ -124,6 +133,9 @@ class Units:
             return Done(value)
         ref = self.task.options(num_cpus=self.cpus, num_gpus=self.gpus, max_retries=RETRIES,
                                 name=label).remote(function, label, self.cpus, self.out, *args, **kwargs)
+        for handle in args:  # a unit another waits for is waited for too: in the record, the bar
+            if isinstance(handle, ray_ref()) and handle in self.pending:
+                self.waits_for.setdefault(ref, []).append(handle)
         self.pending[ref] = label
         self.bar.total += 1
         self.bar.refresh()
@@ -136,11 +148,18 @@ class Units:
         keys = list(handles) if isinstance(handles, dict) else range(len(handles))
         if self.ray is not None:
             import ray
-            waiting = [handles[k] for k in keys if not isinstance(handles[k], Done)]
+            asked = [handles[k] for k in keys if not isinstance(handles[k], Done)]
+            waiting = list(dict.fromkeys(d for ref in asked for d in [*self.waits_for.get(ref, []), ref]
+                                         if d in self.pending))
             while waiting:
                 ready, waiting = ray.wait(waiting, num_returns=1)
                 for ref in ready:
-                    self.finished(ref, ray.get(ref))
+                    try:
+                        outcome = ray.get(ref)
+                    except ray.exceptions.RayError as error:  # its worker died RETRIES + 1 times
+                        self.bar.close()
+                        fail(f"{self.pending.get(ref, 'a unit')}: {first_line(error)}")
+                    self.finished(ref, outcome)
         values = [self.value(handles[k]) for k in keys]
         return dict(zip(keys, values)) if isinstance(handles, dict) else values
 
@@ -160,9 +179,25 @@ class Units:
             self.bar.close()  # the line below the bar, not after it
             fail(f"{label}: {outcome.failure}")
 
-    def record(self):
-        """[{"unit", "node", "pid", "seconds"}]: which units ran where and how long each took."""
-        return list(self.times)
+    def share(self, value):
+        """value as an argument of many units: under Ray put in the cluster's store once (a
+        handle), in sequence itself."""
+        if self.ray is None:
+            return value
+        import ray
+        return ray.put(value)
+
+    def label(self, folder, name):
+        """A unit's label: name, led by where folder sits under the command's --out (a task's,
+        a K's), so that the labels of one command never meet."""
+        where = os.path.relpath(os.path.abspath(folder), self.out)
+        return name if where == "." else f"{where}/{name}"
+
+    def record(self, folder=None):
+        """[{"unit", "node", "pid", "seconds"}]: which units ran where and how long each took;
+        with folder, those labelled under it (label) only."""
+        lead = None if folder is None else self.label(folder, "")
+        return [t for t in self.times if lead is None or t["unit"].startswith(lead)]
 
     def report(self):
         """Print the record: each unit, where it ran and for how long; one line per node."""
@@ -190,6 +225,11 @@ class Outcome:
         self.value, self.failure, self.where = value, failure, where
 
 
+def ray_ref():
+    import ray
+    return ray.ObjectRef
+
+
 def first_line(error):
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
@@ -204,8 +244,9 @@ def run_unit(function, label, threads, out, *args, **kwargs):
     out/units/<label>.txt; an argument that is an Outcome is replaced by its value."""
     import torch
     start = time.time()
-    if any(isinstance(a, Outcome) and a.failure is not None for a in args):
-        return Outcome(None, "a unit it waits for failed", where(label, start))
+    for a in args:
+        if isinstance(a, Outcome) and a.failure is not None:
+            return Outcome(None, f"waits for a unit that failed: {a.failure}", where(label, start))
     args = [a.value if isinstance(a, Outcome) else a for a in args]
     torch.set_num_threads(threads)
     os.makedirs(os.path.join(out, "units"), exist_ok=True)
@@ -223,8 +264,10 @@ def run_unit(function, label, threads, out, *args, **kwargs):
             value, failure = None, first_line(error)
         except FloatingPointError as error:  # as run_to_the_end says it in sequence
             value, failure = None, f"training diverged: {first_line(error)}"
-        except (OSError, RuntimeError) as error:
-            value, failure = None, f"{type(error).__name__}: {first_line(error)}"
+        except Exception as error:          # a bug: its traceback kept in the unit's file
+            traceback.print_exc()
+            value, failure = None, (f"{type(error).__name__}: {first_line(error)} "
+                                    f"(its traceback: {os.path.join(out, 'units', name + '.txt')})")
         print(f"unit {label}: {'failed: ' + failure if failure else 'done'} after "
               f"{time.time() - start:.1f} s", file=sys.stderr, flush=True)
     return Outcome(value, failure, where(label, start))

@@ -91,10 +91,10 @@ def from_grid(seed, out, task):
 
 
 def choose_lambdas(by_lam):
-    """{method: lambda} from {lambda: [records]}: the lambda whose validation score over the curve's
-    last quarter of points (ppo_runs.choice_score, the K sweep's rule), averaged over the seeds, is
+    """{method: lambda} from {lambda: [records]}: the lambda whose validation score over the last
+    quarter of the updates (ppo_runs.choice_score, the K sweep's rule), averaged over the seeds, is
     highest (ties: the larger lambda); printed with the scores."""
-    print("\nlambda chosen on validation (mean over seeds of the last quarter of the curve)")
+    print("\nlambda chosen on validation (mean over seeds of the last quarter of the updates)")
     chosen = {}
     for method in METHODS:
         scores = {lam: sum(choice_score(r["table"][method]["curve"], "last_quarter") for r in records) / len(records)

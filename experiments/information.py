@@ -413,8 +413,8 @@ def main(argv=None):
         chosen = units.wait([units.submit(f"probe {args.probe}", checked, probe, args.probe, args.out, args.task,
                                           device)])[0]
         print(f"chosen on validation at seed {args.probe}: {chosen}", flush=True)
-        done = units.wait([units.submit(f"seed {seed}", one_seed_rows, seed, args.out, args.task, device, chosen)
-                           for seed in args.seeds])
+        done = units.wait([units.submit(f"seed {seed}", checked, one_seed_rows, seed, args.out, args.task, device,
+                                        chosen) for seed in args.seeds])
         if args.ray:
             units.report()
     if done:

@@ -68,11 +68,11 @@ def configs(fields, **extra):
 
 def choice_score(curve, choose_by):
     """What a lambda is chosen by, from its validation curve [(update, score, ...)]: the final score
-    ("final"), or the mean over the curve's last quarter of points ("last_quarter": where the run
-    ends up, less noisy than one point)."""
+    ("final"), or the mean over the points of the last quarter of its updates ("last_quarter",
+    update >= 3/4 of the last: where the run ends up, less noisy than one point)."""
     if choose_by == "last_quarter":
-        tail = curve[-max(1, len(curve) // 4):]
-        return sum(p[1] for p in tail) / len(tail)
+        tail = [p[1] for p in curve if p[0] >= 0.75 * curve[-1][0]]
+        return sum(tail) / len(tail)
     if choose_by == "final":
         return curve[-1][1]
     raise ValueError(f"unknown choose_by {choose_by!r}; use 'final' or 'last_quarter'")
@@ -136,8 +136,8 @@ def ppo_stage(pipeline, sft_results, preset, seeds, compile, out, progress, unit
       3. test: the chosen runs, and only those, are evaluated on the test split (with
          preset["test_curve"], every curve point also holds the test score: read by the K sweep,
          never by a choice).
-    Each run depends on its method, knob and seeds alone, so the runs of step 1 all start at once,
-    a method's step 2 once its grid is done, its step 3 once its runs are.
+    Each run depends on its method, knob and seeds alone, so the runs of step 1 all start at once;
+    the methods' steps 2 and 3 follow in METHODS' order, each once its grid (or its runs) is done.
     --resume with more --seeds adds the new seeds' runs to a finished run. With preset["ppo"]
     ["advantage"] "grpo" the group sizes of preset["groups"] take the lambdas' place (methods[name]
     ["group"]; "lambda" None), in stages and files of their own (grpo/..., ppo_{name}_grpo*.pt).
@@ -148,6 +148,7 @@ def ppo_stage(pipeline, sft_results, preset, seeds, compile, out, progress, unit
     logged statistics per update; grid[name][lambda] the validation score each lambda's run was
     chosen by. Means and intervals over the seeds are experiments/summary.py's."""
     units, task = units or Units(), pipeline.task
+    shared = units.share(pipeline)  # under Ray, sent to the cluster once for every run
     config, shaping, refresh = configs(preset["ppo"], max_new_tokens=MAX_NEW_TOKENS, compile=compile)
     # GRPO's runs choose their group size as PPO's choose lambda, in stages and files of their own:
     # grpo/..., or grpo_sum/... for a span method whose rewards are summed before normalising (per
@@ -176,8 +177,8 @@ def ppo_stage(pipeline, sft_results, preset, seeds, compile, out, progress, unit
         run_config = replace(config, group=lam, per=config.per if METHODS[name][1] == "every" else "response") \
             if grpo else replace(config, lam=lam)
         desc = f"{variant(name) or 'ppo'} {name} {knob} {lam} seed {seed}"
-        return units.submit(stage, run_once, pipeline, name, seed, reads[seed], run_config, shaping, refresh, preset,
-                            stage, progress, checkpoint(name, lam, seed), desc)
+        return units.submit(units.label(out, stage), run_once, shared, name, seed, reads[seed], run_config, shaping,
+                            refresh, preset, stage, progress, checkpoint(name, lam, seed), desc)
 
     def test(name, lam, seed):
         """Submit the test of a chosen run (nothing if it is tested at this lambda already)."""
@@ -190,8 +191,8 @@ def ppo_stage(pipeline, sft_results, preset, seeds, compile, out, progress, unit
             return None
         keep = (os.path.join(out, f"ppo_{name}{tag(name)}.pt"), os.path.join(out, f"samples_{name}{tag(name)}.jsonl"),
                 config.updates) if seed == seeds[0] else None
-        return units.submit(stage, test_once, pipeline, checkpoint(name, lam, seed), stage, progress, f"{knob}{lam}",
-                            keep)
+        return units.submit(units.label(out, stage), test_once, shared, checkpoint(name, lam, seed), stage, progress,
+                            f"{knob}{lam}", keep)
 
     waiting = lambda handles: units.wait([h for h in handles if h is not None])
     grid_runs = {name: [run(name, lam, seeds[0]) for lam in knobs] for name in METHODS}

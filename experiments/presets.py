@@ -7,7 +7,7 @@ folder (experiments/run_folder.py) can know them without importing the protocol 
 # steps between points of the SFT and pretraining learning curve; lambdas, the GAE lambda grid each
 # method chooses from on validation (ppo_stage), groups, the group sizes GRPO's runs choose from
 # (--advantage grpo), and revise_steps, the revising stage's steps the prompt-only baseline chooses
-# from (--revise, experiments/revise.py); ppo, PPOConfig fields, with the guards'
+# from (experiments/revise.py); ppo, PPOConfig fields, with the guards'
 # (guards.Guards) and the refresh's (refresh_every, refresh_samples, ...: experiments.refresh.RefreshConfig)
 # beside them; choose_by, test_curve and overopt_prompts, set by the K sweep (experiments/sweep.py):
 # lambda chosen by the validation curve's last quarter; the test prompts scored at every point; the

@@ -65,6 +65,7 @@ SEEDED_METRICS = ("positive_f1", "negative_f1", "exact_span_match", "critique_ro
 # ---------------------------------------------------------------------------------------------
 # Data, tokenizer and the SFT policy
 
+FORMAT = 2  # of progress.json's stages: a folder of another format is refused by --resume, in one line
 MAX_SKIPPED = 0.1  # the share of a split's records that may be skipped (a span not in the response)
 
 
@@ -205,7 +206,7 @@ def draw_stage(task, policy, tokenizer, annotated, preset, seeds, out, progress,
     annotated by the critic, saved as out/draw{seed}_train.jsonl (stage annotate/{seed}), each a unit
     of `units`. The first seed's draw is the annotate stage's. Validation and test records measure a
     model's fit and stay the first draw's. Returns {seed: encoded training items} for seeds[1:]."""
-    units.wait([units.submit(f"annotate/{seed}", draw, task, policy, tokenizer, annotated,
+    units.wait([units.submit(units.label(out, f"annotate/{seed}"), draw, task, policy, tokenizer, annotated,
                              preset["samples_per_prompt"], seed, out, progress)
                 for seed in seeds[1:] if f"annotate/{seed}" not in progress])
     items = {}
@@ -255,8 +256,9 @@ def reward_stage(trunk, tokenizer, records, encoded, preset, device, seeds, out,
     Returns ({name: the first seed's metrics, with "seeds": {metric: [per seed]}}, {seed: {name: model}})."""
     path = lambda name, seed: os.path.join(out, f"reward_{name}.pt" if seed == seeds[0] else f"reward_{name}_seed{seed}.pt")
     stages = {name: reward_stage_names(preset, name, seeds) for name in names}
-    units.wait([units.submit(stage, train_reward, trunk, tokenizer, name, (draws or {}).get(seed, encoded["train"]),
-                             records, encoded, preset, seed, path(name, seed), stage, progress)
+    units.wait([units.submit(units.label(out, stage), train_reward, trunk, tokenizer, name,
+                             (draws or {}).get(seed, encoded["train"]), records, encoded, preset, seed, path(name, seed),
+                             stage, progress)
                 for name in names for seed, stage in stages[name].items() if stage not in progress])
     results, models = {}, {seed: {} for seed in seeds}
     for name in names:
@@ -291,7 +293,7 @@ def run(args, units):
     os.makedirs(args.out, exist_ok=True)
     progress = Progress(args.out, {"task": task.NAME, "preset": args.preset, "seed": args.seed,
                                    "annotations": args.annotations, "praise": praise,
-                                   "own_annotations": args.own_annotations},
+                                   "own_annotations": args.own_annotations, "format": FORMAT},
                         args.resume)
     results = {"task": task.NAME, "preset": args.preset, "seed": args.seed, "device": device,
                "praise": praise, "config": preset}
@@ -374,7 +376,8 @@ def run(args, units):
               "ppo": [stage for stage in progress.done if stage.startswith(("ppo/", "test/"))],
               "showcase": ["showcase"]}
     results["wall_time_s"] = {key: sum(progress.time(s) for s in names) for key, names in stages.items()}
-    results.update(command=args.command, commits=progress.commits(), machine=machine(), units=units.record())
+    results.update(command=args.command, commits=progress.commits(), machine=machine(),
+                   units=units.record(args.out))
     atomic_save(json.dumps(results, indent=2), path("results.json"))
     print(f"[{task.NAME}] total {sum(results['wall_time_s'].values()):.0f}s -> {path('results.json')}")
     return results

@@ -11,12 +11,14 @@ on the validation records only:
   scalar  the correlation of its score with its target (reward.scalar_targets: the critic's labels
           through the run's guards, summed)
 Each point is a unit (experiments/fanout.py: with --ray, side by side), written to
-DIR/reward_grid/ as it finishes and read back when the same command runs again. Prints the table
+DIR/reward_grid/ as it finishes and read back when the same command runs again on the same SFT
+policy and annotations. Prints the table
 and each model's choice, and writes reward_grid.json. The test split is never read; the run's own
 reward models are not changed.
 """
 import argparse
 import copy
+import hashlib
 import json
 import os
 import sys
@@ -75,9 +77,15 @@ def main(argv=None):
     records, items, _ = checked(encode_splits, tokenizer, records, run.policy.config.block_size, args.out, preset["batch_size"])
     shaping = configs(preset["ppo"])[1]  # the guards the run's PPO was paid through, as the reward stage's
 
-    folder = os.path.join(os.path.abspath(args.out), "reward_grid")  # one file per point: a stopped grid resumes
+    # one file per point, so that a stopped grid resumes; kept apart by what the models read (the SFT
+    # policy and the annotations), so that points of an earlier run in this folder are not read back
+    read = hashlib.sha256()
+    for name in ("sft.pt", "annotations_train.jsonl", "annotations_validation.jsonl"):
+        with open(os.path.join(args.out, name), "rb") as f:
+            read.update(f.read())
+    folder = os.path.join(os.path.abspath(args.out), "reward_grid", read.hexdigest()[:12])
     os.makedirs(folder, exist_ok=True)
-    units = fanout.Units(args.ray, out=folder, cpus=args.unit_cpus, gpus=args.unit_gpus, device=device)
+    units = fanout.Units(args.ray, out=args.out, cpus=args.unit_cpus, gpus=args.unit_gpus, device=device)
     points = {(name, lr, n): os.path.join(folder, f"{name}_lr{lr:g}_steps{n}_seed{run.seed}.json")
               for name in ("cot", "scalar") for lr in args.lrs for n in steps}
     with units:
@@ -86,8 +94,9 @@ def main(argv=None):
             if os.path.exists(path):
                 handles[name, lr, n] = fanout.Done(checked(read_json, path))
             else:
-                handles[name, lr, n] = units.submit(f"{name} lr {lr:g} steps {n}", grid_point, run.policy, tokenizer,
-                                                    name, items, records, preset, shaping, run.seed, lr, n, path)
+                handles[name, lr, n] = units.submit(f"{name} lr {lr:g} steps {n}", checked, grid_point, run.policy,
+                                                    tokenizer, name, items, records, preset, shaping, run.seed, lr,
+                                                    n, path)
         entries = units.wait(handles)
         if args.ray:
             units.report()
@@ -102,6 +111,7 @@ def main(argv=None):
         results[name] = {"grid": grid, "chosen": {"lr": best["lr"], "steps": best["steps"]},
                          "measure": "score_correlation" if kind == "scalar" else "mean of positive_f1 and negative_f1"}
         print(f"[{run.task.NAME}] {name}: chosen lr {best['lr']:g}, {best['steps']} steps (validation {best['validation']:.3f})")
+    results["units"] = units.record()
     atomic_save(json.dumps(results, indent=2), os.path.join(args.out, "reward_grid.json"))
     print(f"-> {os.path.join(args.out, 'reward_grid.json')}")
 

@@ -101,8 +101,8 @@ def seed_units(units, seed, out, device, grid=None):
                 done[name_of(setting)] = Done(json.load(f))
             continue
         if shared is None:
-            shared = units.submit(f"seed {seed} pipeline", pipeline, seed, setting, device)
-        done[name_of(setting)] = units.submit(f"seed {seed} {name_of(setting)}", one_setting, shared, seed,
+            shared = units.submit(f"seed {seed} pipeline", checked, pipeline, seed, setting, device)
+        done[name_of(setting)] = units.submit(f"seed {seed} {name_of(setting)}", checked, one_setting, shared, seed,
                                               setting, device, path)
     return done
 

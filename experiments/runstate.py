@@ -74,6 +74,9 @@ def atomic_save(obj, path):
     file. Strings are written as UTF-8 text, anything else with torch.save."""
     handle, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp",
                                    dir=os.path.dirname(os.path.abspath(path)))
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o666 & ~mask)  # as open() would have made it, not mkstemp's owner-only
     try:
         with os.fdopen(handle, "w" if isinstance(obj, str) else "wb",
                        **({"encoding": "utf-8"} if isinstance(obj, str) else {})) as f:
@@ -152,19 +155,27 @@ class Progress:
 
     @property
     def done(self):
-        """{stage: {"value", "time_s", "commit"[, "of"]}} as progress.json holds it now."""
+        """{stage: {"value", "time_s", "commit"[, "of"]}} as progress.json holds it now (read again
+        when the file changed since the last read)."""
         stat = os.stat(self.path)
         if (stat.st_mtime_ns, stat.st_size, stat.st_ino) != self._seen:
-            with open(self.path, encoding="utf-8") as f:
-                self._done = json.load(f)["done"]
-            self._seen = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+            self.read()
+        return self._done
+
+    def read(self):
+        """progress.json read afresh, whatever the file's times say (a shared filesystem may
+        report them late)."""
+        stat = os.stat(self.path)
+        with open(self.path, encoding="utf-8") as f:
+            self._done = json.load(f)["done"]
+        self._seen = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
         return self._done
 
     def __contains__(self, stage):
-        return stage in self.done
+        return stage in self.done or stage in self.read()  # a stage another process just finished
 
     def __getitem__(self, stage):
-        return self.done[stage]["value"]
+        return (self.done if stage in self.done else self.read())[stage]["value"]
 
     def time(self, stage):
         return self.done[stage]["time_s"]
@@ -185,7 +196,7 @@ class Progress:
         with open(self.path + ".lock", "w") as lock:  # one writer at a time: read, add, replace
             if fcntl is not None:
                 fcntl.flock(lock, fcntl.LOCK_EX)
-            done = {**self.done, stage: entry}
+            done = {**self.read(), stage: entry}
             atomic_save(json.dumps({"identity": self.identity, "done": done}), self.path)
 
 

@@ -209,6 +209,7 @@ def ablation(k, pipeline, preset, seeds, out, args, units):
     budget = preset["updates"]
     points = {**preset, "test_curve": False, "eval_every": max(1, budget // ABLATION["points"])}
     stages, handles, reward_seed = {}, {}, next(iter(pipeline.reward_models))
+    shared = units.share(pipeline)  # under Ray, sent to the cluster once for every run
     for setting, fields in DEFENCES.items():
         for name in ABLATION["methods"]:
             # no spans: the praise setting does not reach scalar PPO's reward (its model's target was summed
@@ -221,9 +222,9 @@ def ablation(k, pipeline, preset, seeds, out, args, units):
             stages[setting, name] = [f"{name}/{key}/{seed}" for seed in seeds]
             for seed, stage in zip(seeds, stages[setting, name]):  # the same run is not repeated
                 if stage not in progress and stage not in handles:
-                    handles[stage] = units.submit(stage, ppo_runs.run_once, pipeline, name, seed, reward_seed, config,
-                                                  shaping, refresh, points, stage, progress, None,
-                                                  f"K={k} {setting}: {name} seed {seed}")
+                    handles[stage] = units.submit(units.label(folder, stage), ppo_runs.run_once, shared, name, seed,
+                                                  reward_seed, config, shaping, refresh, points, stage, progress,
+                                                  None, f"K={k} {setting}: {name} seed {seed}")
     units.wait(handles)
     table = {}
     for (setting, name), names in stages.items():

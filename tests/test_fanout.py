@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from experiments import first_looks, runstate
-from experiments.fanout import Done, Units
+from experiments.fanout import Units
 from experiments.runstate import Failed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -55,6 +55,13 @@ def record(run):
     return {"table": json.loads(json.dumps(run["table"])), "landing": run["landing"]}
 
 
+def on_ray(test):
+    """A test of the Ray tier: marked ray, skipped where Ray is not installed."""
+    installed = importlib.util.find_spec("ray") is not None
+    return pytest.mark.ray(pytest.mark.skipif(not installed, reason="Ray is not installed: pip install -r "
+                                              "experiments/requirements-ray.txt")(test))
+
+
 @pytest.fixture
 def one_thread():
     before = torch.get_num_threads()
@@ -67,6 +74,7 @@ def one_thread():
 # In sequence: no Ray
 
 def test_units_in_sequence_run_where_they_are_submitted_and_import_no_ray():
+    """(Run again in the ray tier, below, where Ray is installed and so could be imported.)"""
     code = ("import sys; from experiments import first_looks, information, protocol, sweep, reward_grid, "
             "robustness; from experiments.fanout import Units; u = Units(); order = []\n"
             "with u:\n"
@@ -77,6 +85,11 @@ def test_units_in_sequence_run_where_they_are_submitted_and_import_no_ray():
             "assert 'ray' not in sys.modules, 'ray was imported'")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr
+
+
+@on_ray
+def test_where_ray_is_installed_units_in_sequence_still_import_none():
+    test_units_in_sequence_run_where_they_are_submitted_and_import_no_ray()
 
 
 def test_ray_asked_for_without_ray_installed_is_one_line(tmp_path, monkeypatch, capsys):
@@ -152,19 +165,8 @@ def test_fail_is_an_exit_with_status_2_that_keeps_its_line(capsys):
     assert capsys.readouterr().err == "text2grad: error: --seeds must be at least 1\n"
 
 
-def test_a_done_handle_stands_for_its_value():
-    assert Units().wait([Done(1), Done({"a": 2})]) == [1, {"a": 2}]
-
-
 # ---------------------------------------------------------------------------------------------
 # On a local Ray cluster of 2 CPUs
-
-def on_ray(test):
-    """A test of the Ray tier: marked ray, skipped where Ray is not installed."""
-    installed = importlib.util.find_spec("ray") is not None
-    return pytest.mark.ray(pytest.mark.skipif(not installed, reason="Ray is not installed: pip install -r "
-                                              "experiments/requirements-ray.txt")(test))
-
 
 def seeds_through(units, out, seeds, **fields):
     with units:
@@ -247,7 +249,7 @@ def test_ctrl_c_stops_the_tasks_and_the_protocol_s_resume_finishes_them(tmp_path
     run = subprocess.Popen(protocol(out, "--ray"), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                            stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
-    while time.time() < deadline and run.poll() is None and not list(out.glob("units/ppo_*.txt")):
+    while time.time() < deadline and run.poll() is None and not list(out.glob("units/code_ppo_*.txt")):
         time.sleep(0.05)
     assert run.poll() is None, "the run ended before its PPO units started"
     run.send_signal(signal.SIGINT)
@@ -255,11 +257,38 @@ def test_ctrl_c_stops_the_tasks_and_the_protocol_s_resume_finishes_them(tmp_path
     assert run.returncode == 130 and "interrupted" in err and "--resume" in err and "Traceback" not in err
     progress = json.loads((out / "code" / "progress.json").read_text())["done"]
     assert not [s for s in progress if s.startswith("test/")]  # stopped before the end
-    resumed = subprocess.run(protocol(out, "--ray", "--resume"), cwd=ROOT, env=env, capture_output=True, text=True)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    again = subprocess.Popen(protocol(out, "--ray", "--resume"), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    resumed_pid, err = [again.pid], again.communicate(timeout=600)[1]
+    assert again.returncode == 0, err[-2000:]
     undisturbed = subprocess.run(protocol(tmp_path / "sequence"), cwd=ROOT, env=env, capture_output=True, text=True)
     assert undisturbed.returncode == 0, undisturbed.stderr[-2000:]
     a, b = (json.loads((folder / "code" / "results.json").read_text()) for folder in (out, tmp_path / "sequence"))
     kept = lambda r: {k: v for k, v in r.items() if k in ("methods", "sft", "reward_model", "lambda_grid", "alignment")}
     assert_close(kept(a), kept(b))
-    assert {t["node"] for t in a["units"]} and all(t["pid"] for t in a["units"])
+    # the record: every PPO run and test of the resumed run, each in a worker of Ray's, not the command
+    labels = [t["unit"] for t in a["units"]]
+    assert "code/test/text2grad/1" in labels and all(t["pid"] != resumed_pid[0] for t in a["units"])
+
+
+@on_ray
+def test_a_unit_handed_another_s_handle_runs_on_what_it_returned(tmp_path, capsys):
+    def double(x):
+        return 2 * x
+
+    def add(a, b):
+        return a + b
+
+    def broken(x):
+        raise ValueError("the bad input")
+    units = Units("local", out=str(tmp_path / "a"), cluster_cpus=2)
+    with units:
+        first = units.submit("first", double, 3)
+        assert units.wait([units.submit("then", add, first, 1)]) == [7]
+    assert sorted(t["unit"] for t in units.record()) == ["first", "then"]  # the one waited for too
+    units = Units("local", out=str(tmp_path / "b"), cluster_cpus=2)
+    with pytest.raises(SystemExit):
+        with units:
+            units.wait([units.submit("then", add, units.submit("first", broken, 1), 1)])
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("text2grad: error:")]
+    assert lines == ["text2grad: error: first: the bad input"]  # the failed unit's own line, once

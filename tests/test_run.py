@@ -286,7 +286,7 @@ def test_reward_grid_chooses_each_model_on_validation_alone(run_all, tmp_path):
     expected = numpy.corrcoef(scores, reward.scalar_targets(items, shaping).numpy())[0, 1]
     assert results["scalar"]["grid"][3]["validation"] == pytest.approx(expected, abs=1e-4)
     # a stopped grid resumes: every finished point is read back from reward_grid/, none trained again
-    (tmp_path / "code" / "reward_grid" / "scalar_lr0.003_steps3_seed0.json").unlink()  # as if stopped there
+    next((tmp_path / "code" / "reward_grid").glob("*/scalar_lr0.003_steps3_seed0.json")).unlink()  # stopped there
     trained = []
     real = reward_grid.grid_point
     monkeypatch = pytest.MonkeyPatch()
