@@ -42,7 +42,7 @@ def test_reward_models_and_their_seeds(capsys):
                  "seeds": {"positive_f1": [0.9, 0.92]}} for name in ("cot", "no_cot")}
     rm["no_cot"]["seeds"] = {"positive_f1": [0.95, 0.93]}
     rm["scalar"] = {"score_correlation": 0.875, "seeds": {"score_correlation": [0.875, 0.8125]}}
-    paired = {"positive_f1": {"mean": -0.03, "ci95": 0.0254, "verdict": "tie"}}
+    paired = {"positive_f1": {"mean": -0.03, "ci95": 0.0254, "verdict": "tie", "units": 2}}
     terminal.print_reward_models(TASK, {"reward_model": rm, "reward_paired": paired})
     out = capsys.readouterr().out
     assert "reward model cot   : span F1 positive 0.900, negative 0.800, exact spans 0.700, critique ROUGE-L 0.600" in out
