@@ -256,11 +256,33 @@ def test_offsets_come_from_the_sampled_bytes_not_from_re_encoding(tokenizer):
     assert again["input_ids"] != ids[:-1] and len(again["offset_mapping"]) != len(ids) - 1
 
 
-def test_a_tokenizer_that_is_not_byte_level_is_refused():
+def test_a_tokenizer_that_is_not_byte_level_is_refused(config):
     backend = Backend(models.WordLevel({"▁hello": 0, "<unk>": 1}, unk_token="<unk>"))
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>")
     with pytest.raises(ValueError, match="not byte-level BPE"):
         manager.token_bytes(tokenizer, [0])
+    with pytest.raises(ValueError, match="not byte-level BPE"):  # at start, before any sample
+        span_manager(config, tokenizer)
+
+
+def test_a_reply_that_is_no_annotation_gives_a_row_of_zeros_and_is_counted(config, tokenizer):
+    def judge(prompt, response, ground_truth=None, router=None):
+        return "I cannot judge this."  # prose, no JSON object
+    rows = [ids_of(tokenizer, ENDED), ids_of(tokenizer, CUT, eos=False)]
+    rm_scores, outputs = scored(span_manager(config, tokenizer, critic=judge), fake_batch(rows, [NOTE] * 2))
+    # no span: the ended answer earns 0 everywhere, the cut one still loses the missing-EOS penalty
+    expected = torch.zeros(2, WIDTH)
+    expected[1, 11] = -PENALTY
+    assert torch.equal(rm_scores, expected)
+    assert [o["reward_extra_info"]["unparsed"] for o in outputs] == [1, 1]
+
+
+def test_a_stop_token_inside_a_cut_response_is_no_eos(config, tokenizer):
+    # a response cut at the limit with the EOS inside it, not last, is still cut: the penalty lands
+    ids = ids_of(tokenizer, CUT, eos=False)
+    ids[3] = tokenizer.eos_token_id
+    rm_scores, _ = scored(span_manager(config, tokenizer), fake_batch([ids], [NOTE]))
+    assert rm_scores[0, len(ids) - 1].item() == pytest.approx(-1 - PENALTY)  # "sunday" blamed, and cut
 
 
 # ------------------------------------------------------------------------------------------------

@@ -11,10 +11,14 @@ verl's own puts each sample's one number on its last token. Here run_single retu
 and assemble_rm_scores lays each row from its response's first token, 0 past its end. verl takes
 beta KL_t off itself (algorithm.use_kl_in_reward), as ppo.token_rewards does in the core.
 
+A judge that does not answer, or answers with no annotation, quotes no span: the row is the core's
+for no span (0, and the missing-EOS penalty of a cut response), counted as `unparsed` in what verl
+logs. A response has ended when its last id is a stop token (an EOS inside a cut one is not).
+
 Offsets come from the sampled ids' bytes, never from re-encoding the text: a policy may sample ids
 that encode() would not produce, and an offset mapping of the re-encoded text then numbers other
 tokens. That needs a byte-level BPE (GPT-2's alphabet: Qwen2.5, Llama 3); other tokenizers are
-refused with a ValueError.
+refused with a ValueError when the manager starts.
 
 verl calls assemble_rm_scores only with a colocated reward model (reward.reward_model.enable=True,
 enable_resource_pool=False), and calls run_single there only when a custom reward function is set
@@ -57,6 +61,12 @@ def token_bytes(tokenizer, ids):
     return pieces
 
 
+def check_byte_level(tokenizer):
+    """ValueError, before any sample, for a tokenizer whose vocabulary is not byte-level BPE."""
+    special = set(tokenizer.all_special_ids)
+    token_bytes(tokenizer, [i for i in range(len(tokenizer)) if i not in special])
+
+
 def user_text(messages):
     """The text of a chat's last user message: the prompt the critic reads."""
     for message in reversed(list(messages)):
@@ -90,6 +100,7 @@ class SpanRewardManager(RewardManagerBase):
         self.shaping = guards.Guards(**settings)
         self.router = reward_router_address  # the colocated reward model's servers (llm_judge)
         self.stops = set(tokenizer.all_special_ids)
+        check_byte_level(tokenizer)
 
     async def run_single(self, data):
         """One sample -> {"reward_score": its row of rm_scores (a list, one per response token),
@@ -107,17 +118,21 @@ class SpanRewardManager(RewardManagerBase):
         """(row, stats) for one response, ids (L,) as sampled, its EOS included if it has one."""
         pieces = token_bytes(self.tokenizer, ids)
         text = b"".join(pieces).decode("utf-8", "replace")  # what char_offsets counts in
-        reply = self.compute_score(prompt=prompt, response=text, ground_truth=ground_truth,
-                                   router=self.router)
-        delta, stats = align(text, char_offsets(pieces), parse_reply(reply))  # a special: 0
+        try:  # a judge that did not answer, or not in the annotation format: no span, counted
+            reply = parse_reply(self.compute_score(prompt=prompt, response=text,
+                                                   ground_truth=ground_truth, router=self.router))
+            unparsed = 0
+        except (ValueError, OSError):
+            reply, unparsed = {"textual_feedback": "", "good_spans": [], "poor_spans": []}, 1
+        delta, stats = align(text, char_offsets(pieces), reply)                 # a special: 0
         mask = torch.ones(1, len(ids))                                          # (1, L)
-        ended = torch.tensor([any(i in self.stops for i in ids)])               # (1,)
+        ended = torch.tensor([bool(ids) and ids[-1] in self.stops])             # (1,) its EOS last
         scores = guards.shaped_scores([delta], [ids], mask, ended, self.shaping)
         no_kl = torch.zeros_like(mask)  # verl subtracts beta KL_t itself
         rewards = ppo.token_rewards(scores, no_kl, no_kl, mask, ended, 0.0,
                                     self.missing_eos_penalty)                   # (1, L)
         return rewards[0].tolist(), {"span_reward": rewards.sum().item(),
-                                     "unaligned": stats["unaligned"]}
+                                     "unaligned": stats["unaligned"], "unparsed": unparsed}
 
     @classmethod
     def assemble_rm_scores(cls, data, scores):
