@@ -267,8 +267,8 @@ def test_reward_grid_chooses_each_model_on_validation_alone(run_all, tmp_path):
     (tmp_path / "code" / "annotations_test.jsonl").unlink()  # the test annotations are never opened
     reward_grid.main(["--out", str(tmp_path / "code"), "--device", "cpu", "--lrs", "1e-3", "3e-3", "--steps", "2", "3"])
     results = json.loads((tmp_path / "code" / "reward_grid.json").read_text())
-    assert set(results) == {"cot", "scalar"}
-    for name, entry in results.items():
+    assert set(results) == {"cot", "scalar", "units"}  # units: where each grid point ran, and how long
+    for name, entry in ((name, results[name]) for name in ("cot", "scalar")):
         grid = entry["grid"]
         assert [(g["lr"], g["steps"]) for g in grid] == [(1e-3, 2), (1e-3, 3), (3e-3, 2), (3e-3, 3)]
         top = max(g["validation"] for g in grid)
@@ -298,7 +298,7 @@ def test_reward_grid_chooses_each_model_on_validation_alone(run_all, tmp_path):
         monkeypatch.undo()
     assert trained == [(3e-3, 3)]
     untimed = lambda r: {n: {**e, "grid": [{k: v for k, v in g.items() if k != "time_s"} for g in e["grid"]]}
-                         for n, e in r.items()}
+                         for n, e in r.items() if n != "units"}
     assert untimed(json.loads((tmp_path / "code" / "reward_grid.json").read_text())) == untimed(results)
     code = subprocess.run([sys.executable, "-m", "experiments.reward_grid", "--out", str(tmp_path / "nothing")],
                           capture_output=True, text=True, cwd=ROOT)
