@@ -15,11 +15,8 @@ the top level imports them. Each is a command, run from the repository's root:
     python -m experiments.bench            the loss path, generation and one update, timed
     python -m experiments.diff_results     two runs' results.json compared leaf by leaf
 
-first_looks, robustness, information, protocol, sweep and reward_grid take --ray: their units as Ray
-tasks (fanout.py; pip install -r experiments/requirements-ray.txt). runstate.py (errors, atomic
-writes, progress.json), fanout.py, checkpoint.py, measures.py, ppo_runs.py (the PPO stage),
-run_folder.py, showcase.py, stats.py, summary.py and terminal.py are what the commands share. LOG.md
-is the experiments' history.
+Six take --ray: their units as Ray tasks (fanout.py; pip install -r experiments/requirements-ray.txt).
+The other modules are what the commands share; LOG.md is the experiments' history.
 """
 import os
 

@@ -10,7 +10,6 @@ if any differs. Wall-clock times (keys ending in time_s), the device and where t
 import argparse
 import glob
 import json
-import math
 import os
 import sys
 
@@ -26,15 +25,11 @@ def leaves(value, path=()):
     return {path: value}
 
 
-def same(x, y):
-    """Equal leaves; NaN is the same number as NaN (GRPO's runs have no value head to explain)."""
-    return x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
-
-
 def compare(a, b):
     """(differing paths, paths in a only, paths in b only), SKIPPED aside."""
     keep = lambda path: not any(str(p).endswith(SKIPPED) for p in path)
     la, lb = ({p: v for p, v in leaves(x).items() if keep(p)} for x in (a, b))
+    same = lambda x, y: x == y or x != x and y != y  # NaN is NaN (GRPO's runs have no value head)
     return ([p for p in la if p in lb and not same(la[p], lb[p])], [p for p in la if p not in lb],
             [p for p in lb if p not in la])
 

@@ -1,15 +1,10 @@
 """experiments/ppo_runs.py: the lab's PPO stage, every method of the 2 x 2 from one SFT policy over seeds.
 
     configs(preset["ppo"])   -> (ppo.PPOConfig, guards.Guards, experiments.refresh.RefreshConfig)
-    Pipeline                 what every PPO run of a study reads (the shared stages' models and data)
-    run_once(...)            one PPO run, a stage of progress.json: the unit the lab fans out
+    run_once(pipeline, ...)  one PPO run: a stage of progress.json (--resume skips it) and a unit
+                             (experiments/fanout.py); the experiment, the K sweep and its ablation's
     ppo_stage(...)           each method at each GAE lambda of a grid on the first seed, the one
-                             chosen on validation (choice_score) run on the other seeds, each PPO seed
-                             reading its reward-model seed; then test, for the chosen runs only
-
-The experiment (protocol.py) and the K sweep (sweep.py, its ablation too) call them; each run is a
-stage of progress.json, so --resume skips it, and a unit of experiments/fanout.py, so --ray runs
-the runs that wait for nothing else side by side.
+                             chosen on validation (choice_score) run on the other seeds; then test
 """
 import copy
 import dataclasses
@@ -111,8 +106,8 @@ def run_once(pipeline, name, seed, reward_seed, config, shaping, refresh, preset
 
 
 def test_once(pipeline, checkpoint, stage, progress, of, keep=None):
-    """The test stage of one run: its policy (checkpoint) answers the test prompts greedily; keep:
-    (policy file, samples file, step) the first seed's run also leaves in the folder."""
+    """One run's test stage: its policy answers the test prompts greedily; keep: (policy file,
+    samples file, step) the first seed's run leaves in the folder too."""
     start, task, tokenizer = time.time(), pipeline.task, pipeline.tokenizer
     device = next(pipeline.policy.parameters()).device
     gpt = load_checkpoint(checkpoint, device, tokenizer, pipeline.policy.config)[0]

@@ -201,11 +201,11 @@ def draw(task, policy, tokenizer, annotated, samples_per_prompt, seed, out, prog
 
 
 def draw_stage(task, policy, tokenizer, annotated, preset, seeds, out, progress, units):
-    """With --own-annotations, every reward-model seed after the first gets a draw of its own: the SFT
-    policy's answers to the annotated prompts sampled afresh (generator seed = the reward seed) and
-    annotated by the critic, saved as out/draw{seed}_train.jsonl (stage annotate/{seed}), each a unit
-    of `units`. The first seed's draw is the annotate stage's. Validation and test records measure a
-    model's fit and stay the first draw's. Returns {seed: encoded training items} for seeds[1:]."""
+    """With --own-annotations, every reward-model seed after the first gets a draw of its own (a
+    unit): the SFT policy's answers to the annotated prompts sampled afresh (generator seed = the
+    reward seed) and annotated by the critic, out/draw{seed}_train.jsonl. The first seed's draw is
+    the annotate stage's; validation and test records stay the first draw's. Returns {seed:
+    encoded training items} for seeds[1:]."""
     units.wait([units.submit(units.label(out, f"annotate/{seed}"), draw, task, policy, tokenizer, annotated,
                              preset["samples_per_prompt"], seed, out, progress)
                 for seed in seeds[1:] if f"annotate/{seed}" not in progress])
@@ -227,10 +227,8 @@ def reward_stage_names(preset, name, seeds):
 
 
 def train_reward(trunk, tokenizer, name, train, records, encoded, preset, seed, path, stage, progress):
-    """One reward model (reward_stage), a stage of progress.json: `name` of REWARD_MODELS from a copy
-    of `trunk` with a zero-initialised head, trained on the items `train` with seed `seed`, saved at
-    path, evaluated on test (reported) and on validation (for comparing settings without reading
-    test)."""
+    """One reward model, a stage: `name` of REWARD_MODELS from a copy of `trunk` with a zero head,
+    trained on `train` with `seed`, saved at path, evaluated on test (reported) and validation."""
     start, device = time.time(), next(trunk.parameters()).device
     (kind, cot), (lr, steps) = REWARD_MODELS[name], reward_settings(preset, name)
     shaping = configs(preset["ppo"])[1]  # the guards PPO is paid through: the scalar model's target sums through them
@@ -440,15 +438,13 @@ def main(argv=None):
     args.out = os.path.abspath(args.out)  # where a Ray worker writes, wherever it was started
     units = Units(args.ray, out=args.out, cpus=args.unit_cpus, gpus=args.unit_gpus, device=pick_device(args.device))
 
-    def every_task():
-        with units:
-            for name in tasks:
-                per_task = {"task": name, "out": os.path.join(args.out, name), "annotations": folders.get(name),
-                            "command": command}
-                run(argparse.Namespace(**{**vars(args), **per_task}), units)
-            if args.ray:
-                units.report()
-    run_to_the_end(every_task, args.out)
+    with units:  # Ctrl-C or a failed unit: the tasks are cancelled as the run ends
+        for name in tasks:
+            per_task = {"task": name, "out": os.path.join(args.out, name), "annotations": folders.get(name),
+                        "command": command}
+            run_to_the_end(lambda: run(argparse.Namespace(**{**vars(args), **per_task}), units), args.out)
+        if args.ray:
+            units.report()
     print(f"the tables with 95% intervals and paired differences, and report.html: "
           f"python -m experiments.report --out {args.out}")
 

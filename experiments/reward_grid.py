@@ -92,7 +92,7 @@ def main(argv=None):
         handles = {}
         for (name, lr, n), path in points.items():
             if os.path.exists(path):
-                handles[name, lr, n] = fanout.Done(checked(read_json, path))
+                handles[name, lr, n] = fanout.Outcome(checked(read_json, path))
             else:
                 handles[name, lr, n] = units.submit(f"{name} lr {lr:g} steps {n}", checked, grid_point, run.policy,
                                                     tokenizer, name, items, records, preset, shaping, run.seed, lr,

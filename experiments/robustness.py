@@ -31,7 +31,7 @@ import time
 
 import landing
 from experiments import fanout, records
-from experiments.fanout import Done
+from experiments.fanout import Outcome
 from experiments.runstate import atomic_save, checked, commit, fail, machine, pick_device, run_to_the_end
 from experiments.stats import mean_ci95
 from text2grad import CONTRASTS, first_look_config, prepare, train_method
@@ -64,15 +64,6 @@ def config_of(seed, setting, device):
                              eval_every=1, methods=",".join(METHODS))
 
 
-def pipeline(seed, setting, device):
-    """The seed's shared stages (text2grad.prepare), every setting's start: a unit of its own."""
-    started = time.time()
-    shared = prepare(config_of(seed, setting, device),
-                     say=lambda message: print(f"seed {seed}: {message}", flush=True))
-    print(f"seed {seed}: pipeline in {time.time() - started:.0f} s", flush=True)
-    return shared
-
-
 def one_setting(shared, seed, setting, device, path):
     """Every method of METHODS at one setting, from the seed's pipeline: its record, written to
     path as it finishes."""
@@ -90,7 +81,7 @@ def one_setting(shared, seed, setting, device, path):
 def seed_units(units, seed, out, device, grid=None):
     """{setting name: a handle of units (experiments/fanout.Units)} for seed, each setting of grid
     (settings() by default) read back from OUT/seed{N}/{name}.json, or else a unit that runs it
-    from the seed's pipeline, itself a unit submitted only if a setting is missing."""
+    from the seed's pipeline (text2grad.prepare), a unit too, submitted only if one is missing."""
     folder = os.path.join(out, f"seed{seed}")
     os.makedirs(folder, exist_ok=True)
     done, shared = {}, None
@@ -98,10 +89,11 @@ def seed_units(units, seed, out, device, grid=None):
         path = os.path.join(folder, f"{name_of(setting)}.json")
         if os.path.exists(path):
             with open(path) as f:
-                done[name_of(setting)] = Done(json.load(f))
+                done[name_of(setting)] = Outcome(json.load(f))
             continue
         if shared is None:
-            shared = units.submit(f"seed {seed} pipeline", checked, pipeline, seed, setting, device)
+            shared = units.submit(f"seed {seed} pipeline", checked, prepare, config_of(seed, setting, device),
+                                  lambda message: print(f"seed {seed}: {message}", flush=True))
         done[name_of(setting)] = units.submit(f"seed {seed} {name_of(setting)}", checked, one_setting, shared, seed,
                                               setting, device, path)
     return done

@@ -7,14 +7,11 @@
                                --compile, --resume) and their checks
     atomic_save(obj, path)     write a temporary file, then rename: a file on disk is always whole
     Progress(out, identity, resume)   progress.json: the stages finished and what they measured, so
-                               that --resume skips them; safe for units that finish stages in
-                               other processes at the same time (experiments/fanout.py)
+                               that --resume skips them (units in other processes finish theirs too)
 
 Resume is by stage: a stage writes its files, then is marked finished. Ctrl-C stops a run at once;
-every file written is whole (atomic_save), and --resume runs the stopped stage again from its start,
-which gives the same numbers as a run never stopped, to float32 rounding (every random draw is
-seeded; DETAILS.md, Precision). A trained model
-handed from one stage to the next is a checkpoint (experiments/checkpoint.py).
+every file written is whole, and --resume runs the stopped stage again from its start, to the same
+numbers as a run never stopped, to float32 rounding (DETAILS.md, Precision).
 """
 import argparse
 import json
@@ -96,7 +93,6 @@ def atomic_save(obj, path):
 
 def machine():
     """The CPU's model name (or the platform's) and the number of threads torch uses."""
-    import torch
     name = platform.processor() or platform.machine()
     if os.path.exists("/proc/cpuinfo"):
         with open("/proc/cpuinfo") as f:
@@ -123,11 +119,10 @@ def commit():
 # The stages a run has finished
 
 class Progress:
-    """progress.json in the output folder: the stages already finished and what they measured, so
-    that --resume skips them. A stage writes its own files first, then is marked finished here.
-    Units in other processes may finish stages of the same folder at the same time (Ray tasks,
-    experiments/fanout.py): each finish adds its stage to what the file holds, under a lock, and
-    every read sees what the file holds now."""
+    """progress.json in the output folder: the stages finished and what they measured, so that
+    --resume skips them. A stage writes its own files first, then is marked finished here. Units in
+    other processes (experiments/fanout.py) finish stages of the same folder at once: each finish
+    adds its stage under a lock, and a read sees the file as it is now."""
 
     def __init__(self, out, identity, resume):
         self.out, self.identity, self._done, self._seen = out, identity, {}, None
@@ -155,16 +150,14 @@ class Progress:
 
     @property
     def done(self):
-        """{stage: {"value", "time_s", "commit"[, "of"]}} as progress.json holds it now (read again
-        when the file changed since the last read)."""
+        """{stage: {"value", "time_s", "commit"[, "of"]}}, read again once the file has changed."""
         stat = os.stat(self.path)
         if (stat.st_mtime_ns, stat.st_size, stat.st_ino) != self._seen:
             self.read()
         return self._done
 
     def read(self):
-        """progress.json read afresh, whatever the file's times say (a shared filesystem may
-        report them late)."""
+        """progress.json read afresh (a shared filesystem may report its times late)."""
         stat = os.stat(self.path)
         with open(self.path, encoding="utf-8") as f:
             self._done = json.load(f)["done"]

@@ -199,10 +199,9 @@ def sweep_k(k, pipeline, preset, seeds, compile, out, args, units):
 
 def ablation(k, pipeline, preset, seeds, out, args, units):
     """Each setting of DEFENCES at one K, for the learned-reward methods, at GAE lambda ABLATION["lambda"],
-    on validation only (the defaults are chosen here; the test split is not read), each run a unit
-    (ppo_runs.run_once). Returns {setting: {method: {"score", "gold", "proxy", "kl", "length",
-    "criticised" (means over seeds of the last point), "per_seed" (final validation sites_right),
-    "curve"}}}."""
+    on validation only (the test split is not read), each run a unit (ppo_runs.run_once). Returns
+    {setting: {method: {"score", "gold", "proxy", "kl", "length", "criticised" (means over seeds
+    of the last point), "per_seed" (final validation sites_right), "curve"}}}."""
     folder = os.path.join(out, "ablation", f"k{k}")
     os.makedirs(folder, exist_ok=True)
     progress = Progress(folder, {"k": k, "preset": args.preset, "seed": args.seed, "ablation": True}, args.resume)
@@ -389,14 +388,11 @@ def main(argv):
     args.out = os.path.abspath(args.out)  # where a Ray worker writes, wherever it was started
     units = fanout.Units(args.ray, out=args.out, cpus=args.unit_cpus, gpus=args.unit_gpus,
                          device=pick_device(args.device))
-
-    def sweep():
-        with units:
-            results = run(args, units)
-            if args.ray:
-                units.report()
-            return results
-    return run_to_the_end(sweep, args.out, "text2grad sweep")
+    with units:  # Ctrl-C or a failed unit: the tasks are cancelled as the run ends
+        results = run_to_the_end(lambda: run(args, units), args.out, "text2grad sweep")
+        if args.ray:
+            units.report()
+    return results
 
 
 if __name__ == "__main__":

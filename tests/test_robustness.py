@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from experiments.fanout import Done, Units
+from experiments.fanout import Outcome, Units
 from experiments import report, robustness
 
 SFT = 0.2  # 90% of the way to 1: 0.92
@@ -87,7 +87,7 @@ def test_ties_go_to_the_grids_order():
 def test_the_record_and_its_tables(tmp_path, monkeypatch, capsys):
     runs = fake_runs()
     monkeypatch.setattr(robustness, "seed_units", lambda units, seed, out, device: {
-        name: Done(run) for name, run in runs[str(seed)].items()})
+        name: Outcome(run) for name, run in runs[str(seed)].items()})
     path = tmp_path / "robustness.json"
     robustness.main(["--seeds", "30", "31", "--out", str(tmp_path / "runs"), "--device", "cpu",
                      "--record", str(path)])
