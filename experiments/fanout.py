@@ -12,10 +12,9 @@ is a Ray task asking for --unit-cpus CPUs (its torch threads too, 1 by default) 
 --unit-gpus of a GPU. A handle passed to a later submit stands for what its unit returned: Ray
 starts the later unit once the earlier is done, so stages that depend on each other are a graph.
 A unit's printing goes to OUT/units/<unit>.txt; the command shows one bar over the units and at the
-end where each ran and for how long (Units.record, kept with the results). A worker that dies costs
-its unit only: Ray starts it again from its beginning (RETRIES). A unit that fails for a reason of
-its own ends the run once, with its one line. Ctrl-C cancels the tasks; every file stays whole for
-the command's own resume. DETAILS.md, "The lab on Ray".
+end where each ran and for how long (Units.record). A worker that dies costs its unit only (Ray
+starts it again, RETRIES); a unit's own failure ends the run once, with its one line; Ctrl-C
+cancels the tasks, every file whole for the command's resume. DETAILS.md, "The lab on Ray".
 """
 import contextlib
 import importlib
@@ -102,11 +101,12 @@ class Units:
     def __exit__(self, kind, error, trace):
         if self.ray is not None:
             import ray
-            for ref in self.pending:  # Ctrl-C or a failed unit: no task goes on without the command
-                ray.cancel(ref, force=True)
-            self.pending = {}
             self.bar.close()
-            ray.shutdown()
+            with contextlib.suppress(Exception):  # the run's own end (Ctrl-C, a failed unit) stands
+                for ref in self.pending:  # no task goes on without the command
+                    ray.cancel(ref, force=True)
+                self.pending = {}
+                ray.shutdown()
         return False
 
     def submit(self, label, function, *args, **kwargs):
@@ -137,7 +137,11 @@ class Units:
             waiting = list(dict.fromkeys(ref for h in asked for ref in [*self.waits_for.get(h, []), h]
                                          if ref in self.pending))
             while waiting:
-                ready, waiting = ray.wait(waiting, num_returns=1)
+                try:
+                    ready, waiting = ray.wait(waiting, num_returns=1)
+                except KeyboardInterrupt:
+                    self.bar.close()  # Ctrl-C's line below the bar, not after it
+                    raise
                 try:
                     outcome = ray.get(ready[0])
                 except ray.exceptions.RayError as error:  # its worker died RETRIES + 1 times
@@ -219,9 +223,8 @@ def run_unit(function, label, threads, out, *args, **kwargs):
 # PLUMBING: what a unit costs beside its work (python -m experiments.fanout; DETAILS.md)
 
 def overhead(cpus=2, rounds=100):
-    """{figure: seconds} on a local cluster of `cpus` CPUs: its start; a unit's round trip on a
-    fresh worker, which imports what a first look's unit needs, and on a warm one; an empty unit's
-    and that of a unit handed a first look's SFT policy that hands it back (medians of `rounds`)."""
+    """{figure: seconds} on a local cluster of `cpus` CPUs: its start, a unit on a fresh worker (a
+    first look's imports) and a warm one, an empty unit and one handed the SFT policy (medians)."""
     import ray
     from model import GPT, GPTConfig
     from text2grad import Config

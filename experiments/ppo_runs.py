@@ -108,10 +108,9 @@ def run_once(pipeline, name, seed, reward_seed, config, shaping, refresh, preset
 def test_once(pipeline, checkpoint, stage, progress, of, keep=None):
     """One run's test stage: its policy answers the test prompts greedily; keep: (policy file,
     samples file, step) the first seed's run leaves in the folder too."""
-    start, task, tokenizer = time.time(), pipeline.task, pipeline.tokenizer
-    device = next(pipeline.policy.parameters()).device
+    start, tokenizer, device = time.time(), pipeline.tokenizer, next(pipeline.policy.parameters()).device
     gpt = load_checkpoint(checkpoint, device, tokenizer, pipeline.policy.config)[0]
-    test, samples = evaluate_policy(task, gpt, tokenizer, pipeline.splits["test"])
+    test, samples = evaluate_policy(pipeline.task, gpt, tokenizer, pipeline.splits["test"])
     if keep:
         save_checkpoint(keep[0], gpt, tokenizer, keep[2])
         atomic_save("".join(json.dumps(s) + "\n" for s in samples), keep[1])

@@ -65,8 +65,7 @@ def config_of(seed, setting, device):
 
 
 def one_setting(shared, seed, setting, device, path):
-    """Every method of METHODS at one setting, from the seed's pipeline: its record, written to
-    path as it finishes."""
+    """Every method of METHODS at one setting from the seed's pipeline: its record, saved at path."""
     config, start, at = config_of(seed, setting, device), time.time(), commit()
     curves = {method: train_method(config, shared, method)[0]["curve"] for method in METHODS}
     record = {"seed": seed, "setting": setting, "commit": at, "machine": machine(), "device": device,
