@@ -102,11 +102,11 @@ class Units:
         if self.ray is not None:
             import ray
             self.bar.close()
+            # no task goes on without the command: Ray ends a job's tasks with its driver (cancelling
+            # each first can meet a task finishing, which Ray 2.60's core worker does not survive)
             with contextlib.suppress(Exception):  # the run's own end (Ctrl-C, a failed unit) stands
-                for ref in self.pending:  # no task goes on without the command
-                    ray.cancel(ref, force=True)
-                self.pending = {}
                 ray.shutdown()
+            self.pending = {}
         return False
 
     def submit(self, label, function, *args, **kwargs):
