@@ -14,7 +14,7 @@ starts the later unit once the earlier is done, so stages that depend on each ot
 A unit's printing goes to OUT/units/<unit>.txt; the command shows one bar over the units and at the
 end where each ran and for how long (Units.record). A worker that dies costs its unit only (Ray
 starts it again, RETRIES); a unit's own failure ends the run once, with its one line; Ctrl-C
-cancels the tasks, every file whole for the command's resume. DETAILS.md, "The lab on Ray".
+ends the tasks, every file whole for the command's resume. DETAILS.md, "The lab on Ray".
 """
 import contextlib
 import importlib
@@ -129,7 +129,7 @@ class Units:
     def wait(self, handles):
         """What the units of `handles` (a dict or a list of submit's handles) returned, in the same
         shape. Under Ray, as they finish (and the units they wait for): the first that failed ends
-        the run with its line, every other task cancelled."""
+        the run with its line, every other task ended with it."""
         keys = list(handles) if isinstance(handles, dict) else range(len(handles))
         if self.ray is not None:
             import ray

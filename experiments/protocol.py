@@ -438,7 +438,7 @@ def main(argv=None):
     args.out = os.path.abspath(args.out)  # where a Ray worker writes, wherever it was started
     units = Units(args.ray, out=args.out, cpus=args.unit_cpus, gpus=args.unit_gpus, device=pick_device(args.device))
 
-    with units:  # Ctrl-C or a failed unit: the tasks are cancelled as the run ends
+    with units:  # Ctrl-C or a failed unit: the tasks end with the run
         for name in tasks:
             per_task = {"task": name, "out": os.path.join(args.out, name), "annotations": folders.get(name),
                         "command": command}

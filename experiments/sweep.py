@@ -388,7 +388,7 @@ def main(argv):
     args.out = os.path.abspath(args.out)  # where a Ray worker writes, wherever it was started
     units = fanout.Units(args.ray, out=args.out, cpus=args.unit_cpus, gpus=args.unit_gpus,
                          device=pick_device(args.device))
-    with units:  # Ctrl-C or a failed unit: the tasks are cancelled as the run ends
+    with units:  # Ctrl-C or a failed unit: the tasks end with the run
         results = run_to_the_end(lambda: run(args, units), args.out, "text2grad sweep")
         if args.ray:
             units.report()
