@@ -49,6 +49,8 @@ def check_flags(parser, args):
         parser.error("--unit-cpus must be at least 1")
     if args.unit_gpus is not None and not 0 <= args.unit_gpus <= 1:
         parser.error("--unit-gpus must be between 0 and 1 (a share of one GPU)")
+    if args.ray is not None and str(args.device).startswith("cuda:"):  # a worker sees its GPU only
+        parser.error(f"--ray picks each unit's GPU: --device cuda, not {args.device}")
 
 
 class Outcome:
@@ -89,11 +91,13 @@ class Units:
                      runtime_env=runtime_env, logging_level="ERROR", **local)
         except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as error:
             fail(f"--ray {self.ray}: cannot reach the cluster ({first_line(error)})")
-        have = ray.cluster_resources()
-        if have.get("CPU", 0) < self.cpus or have.get("GPU", 0) < self.gpus:  # a unit would wait forever
-            ray.shutdown()
-            fail(f"--ray {self.ray}: a unit asks for {self.cpus} CPUs and {self.gpus:g} GPUs, the cluster "
-                 f"has {have.get('CPU', 0):g} and {have.get('GPU', 0):g}; lower --unit-cpus or --unit-gpus")
+        nodes = [n["Resources"] for n in ray.nodes() if n["Alive"]]  # a unit runs on one node
+        if not any(n.get("CPU", 0) >= self.cpus and n.get("GPU", 0) >= self.gpus for n in nodes):
+            most = max(nodes, key=lambda n: (n.get("GPU", 0), n.get("CPU", 0)), default={})
+            ray.shutdown()  # else a unit would wait forever
+            fail(f"--ray {self.ray}: a unit asks for {self.cpus} CPUs and {self.gpus:g} GPUs, no node has "
+                 f"them (the largest: {most.get('CPU', 0):g} and {most.get('GPU', 0):g}); lower --unit-cpus "
+                 "or --unit-gpus")
         self.task, self.ref = ray.remote(run_unit), ray.ObjectRef
         self.bar = tqdm(total=0, desc="units", unit="unit", file=sys.stderr)
         return self
@@ -208,8 +212,6 @@ def run_unit(function, label, threads, out, *args, **kwargs):
             value, failure = None, error.message
         except SystemExit as error:          # an exit inside a task would be a worker's death
             value, failure = None, f"exited with status {error.code}"
-        except ValueError as error:          # bad input the data shows (the lab's checked())
-            value, failure = None, first_line(error)
         except FloatingPointError as error:  # as run_to_the_end says it in sequence
             value, failure = None, f"training diverged: {first_line(error)}"
         except Exception as error:           # a bug: its traceback kept in the unit's file

@@ -65,15 +65,17 @@ def pick_device(name):
 # ---------------------------------------------------------------------------------------------
 # Files that survive interruption, and stopping without losing work
 
+UMASK = os.umask(0o022)  # the process's file mode mask, read once at import (reading it sets
+os.umask(UMASK)          # it, which no thread should meet mid-save)
+
+
 def atomic_save(obj, path):
     """Write to a temporary file of this call's own beside path, then rename: an interrupted save
     never leaves a half-written file, and two processes saving at once never share a temporary
     file. Strings are written as UTF-8 text, anything else with torch.save."""
     handle, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp",
                                    dir=os.path.dirname(os.path.abspath(path)))
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(tmp, 0o666 & ~mask)  # as open() would have made it, not mkstemp's owner-only
+    os.chmod(tmp, 0o666 & ~UMASK)  # as open() would have made it, not mkstemp's owner-only
     try:
         with os.fdopen(handle, "w" if isinstance(obj, str) else "wb",
                        **({"encoding": "utf-8"} if isinstance(obj, str) else {})) as f:
@@ -125,7 +127,7 @@ class Progress:
     adds its stage under a lock, and a read sees the file as it is now."""
 
     def __init__(self, out, identity, resume):
-        self.out, self.identity, self._done, self._seen = out, identity, {}, None
+        self.out, self.identity = out, identity
         self.commit = commit()  # the code this process loaded: a commit made while it runs is not it
         self.path = os.path.join(out, "progress.json")
         if resume and not os.path.exists(self.path):  # this task never finished a stage (--task all)
@@ -150,25 +152,15 @@ class Progress:
 
     @property
     def done(self):
-        """{stage: {"value", "time_s", "commit"[, "of"]}}, read again once the file has changed."""
-        stat = os.stat(self.path)
-        if (stat.st_mtime_ns, stat.st_size, stat.st_ino) != self._seen:
-            self.read()
-        return self._done
-
-    def read(self):
-        """progress.json read afresh (a shared filesystem may report its times late)."""
-        stat = os.stat(self.path)
+        """{stage: {"value", "time_s", "commit"[, "of"]}}, read afresh: other processes add to it."""
         with open(self.path, encoding="utf-8") as f:
-            self._done = json.load(f)["done"]
-        self._seen = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-        return self._done
+            return json.load(f)["done"]
 
     def __contains__(self, stage):
-        return stage in self.done or stage in self.read()  # a stage another process just finished
+        return stage in self.done
 
     def __getitem__(self, stage):
-        return (self.done if stage in self.done else self.read())[stage]["value"]
+        return self.done[stage]["value"]
 
     def time(self, stage):
         return self.done[stage]["time_s"]
@@ -189,7 +181,7 @@ class Progress:
         with open(self.path + ".lock", "w") as lock:  # one writer at a time: read, add, replace
             if fcntl is not None:
                 fcntl.flock(lock, fcntl.LOCK_EX)
-            done = {**self.read(), stage: entry}
+            done = {**self.done, stage: entry}
             atomic_save(json.dumps({"identity": self.identity, "done": done}), self.path)
 
 

@@ -194,7 +194,7 @@ def sweep_k(k, pipeline, preset, seeds, compile, out, args, units):
             "paired": {f"{a} - {b}": stats.paired_difference(methods[a]["scores"], methods[b]["scores"],
                                                              shared(methods, a, b)) for a, b in protocol.COMPARISONS},
             "all_right": {name: methods[name]["test"]["all_right"] for name in methods},
-            "time_s": sum(progress.time(stage) for stage in progress.done)}
+            "time_s": sum(entry["time_s"] for entry in progress.done.values())}
 
 
 def ablation(k, pipeline, preset, seeds, out, args, units):
@@ -331,7 +331,7 @@ def run(args, units):
     for k in args.ks:
         results["per_k"][str(k)] = sweep_k(k, pipeline(k), preset, seeds, compile, args.out, args, units)
     results["seeds"] = seeds
-    results["wall_time_s"] = sum(progress.time(s) for s in progress.done) + sum(
+    results["wall_time_s"] = sum(entry["time_s"] for entry in progress.done.values()) + sum(
         r["time_s"] for r in results["per_k"].values())
     results["advantage"], results["per"] = args.advantage, args.per
     results.update(commits=progress.commits(), machine=machine(), units=units.record())

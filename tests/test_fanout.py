@@ -101,11 +101,13 @@ def test_ray_asked_for_without_ray_installed_is_one_line(tmp_path, monkeypatch, 
     assert err.count("\n") == 1 and not list(tmp_path.glob("seed*"))
 
 
-@pytest.mark.parametrize("flags, message", [(["--unit-cpus", "0"], "--unit-cpus must be at least 1"),
-                                            (["--unit-gpus", "1.5"], "--unit-gpus must be between 0 and 1")])
+@pytest.mark.parametrize("flags, message", [
+    (["--device", "cpu", "--unit-cpus", "0"], "--unit-cpus must be at least 1"),
+    (["--device", "cpu", "--unit-gpus", "1.5"], "--unit-gpus must be between 0 and 1"),
+    (["--device", "cuda:1", "--ray"], "--ray picks each unit's GPU: --device cuda, not cuda:1")])
 def test_unit_resources_no_unit_can_have_are_refused(tmp_path, capsys, flags, message):
     with pytest.raises(SystemExit) as stop:
-        first_looks.main(["--seeds", "0", "--out", str(tmp_path), "--device", "cpu", *flags])
+        first_looks.main(["--seeds", "0", "--out", str(tmp_path), *flags])
     assert stop.value.code == 2 and message in capsys.readouterr().err
 
 
@@ -289,6 +291,16 @@ def test_a_unit_handed_another_s_handle_runs_on_what_it_returned(tmp_path, capsy
     units = Units("local", out=str(tmp_path / "b"), cluster_cpus=2)
     with pytest.raises(SystemExit):
         with units:
-            units.wait([units.submit("then", add, units.submit("first", broken, 1), 1)])
+            units.wait([units.submit("then", add, units.submit("first", runstate.checked, broken, 1), 1)])
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("text2grad: error:")]
     assert lines == ["text2grad: error: first: the bad input"]  # the failed unit's own line, once
+
+
+@on_ray
+def test_a_unit_no_node_can_hold_is_refused_before_any_work(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:  # 3 CPUs a unit, on a cluster of one node of 2
+        with Units("local", out=str(tmp_path), cpus=3, cluster_cpus=2):
+            pass
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "no node has them (the largest: 2 and 0)" in err
+    assert not (tmp_path / "units").exists()

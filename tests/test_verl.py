@@ -276,6 +276,14 @@ def test_a_reply_that_is_no_annotation_gives_a_row_of_zeros_and_is_counted(confi
     assert [o["reward_extra_info"]["unparsed"] for o in outputs] == [1, 1]
 
 
+def test_a_critic_that_cannot_read_the_prompt_ends_the_run_and_an_empty_response_gets_nothing(
+        config, tokenizer):
+    span = span_manager(config, tokenizer)
+    with pytest.raises(ValueError, match="no fact of the facts task"):  # the wrong dataset
+        span.score("What is 2 + 2?", ids_of(tokenizer, ENDED), None)
+    assert span.score(NOTE, [], None) == ([], {"span_reward": 0.0, "unaligned": 0, "unparsed": 0})
+
+
 def test_a_stop_token_inside_a_cut_response_is_no_eos(config, tokenizer):
     # a response cut at the limit with the EOS inside it, not last, is still cut: the penalty lands
     ids = ids_of(tokenizer, CUT, eos=False)
@@ -313,7 +321,7 @@ def sampled(core, examples, rng):
 
 def test_rm_scores_equal_the_cores_token_rewards_on_sampled_ids(config, trained):
     """text2grad.reward_function's critic path (align, guards) and ppo.token_rewards with beta 0,
-    on the same ids: equal to the last bit; and rm_scores - beta KL_t (verl's kl_penalty "kl")
+    on the same ids: equal to the last bit; and verl's KL in the reward (rm_scores - beta KL_t)
     equals ppo.token_rewards at beta."""
     examples, tokenizer, core = trained
     rng = random.Random(0)
@@ -334,6 +342,7 @@ def test_rm_scores_equal_the_cores_token_rewards_on_sampled_ids(config, trained)
     assert (rm_scores > 0).any() and (rm_scores < 0).any()
 
     logprobs, ref = -torch.rand(mask.shape) * mask, -torch.rand(mask.shape) * mask
+    # verl's apply_kl_penalty (ray_trainer.py; its module needs the trainer's extras) as it reads
     verl_rewards = rm_scores - BETA * core_algos.kl_penalty(logprobs, ref, "kl") * mask
     core_rewards = ppo.token_rewards(scores, logprobs, ref, mask, ended, BETA, PENALTY)
     assert torch.allclose(verl_rewards, core_rewards, atol=1e-6, rtol=0)
@@ -453,14 +462,16 @@ def test_the_llm_judge_asks_the_router_and_its_reply_is_read(config, tokenizer):
     """A stand-in for verl's router: an OpenAI-style chat completion whose content is a fenced
     reply; the manager turns it into the hand-worked row."""
     asked = []
+    reply = ('```json\n{"textual_feedback": "Alex should be Felix.", '
+             '"good_spans": ["Paris"], "poor_spans": ["Alex"]}\n```')
+    answers = [json.dumps({"choices": [{"message": {"content": reply}}]}),
+               json.dumps({"error": "the model is loading"})]  # then an error, not a completion
 
     class Router(http.server.BaseHTTPRequestHandler):
         def do_POST(self):
             length = int(self.headers["Content-Length"])
             asked.append((self.path, json.loads(self.rfile.read(length))))
-            reply = ('```json\n{"textual_feedback": "Alex should be Felix.", '
-                     '"good_spans": ["Paris"], "poor_spans": ["Alex"]}\n```')
-            body = json.dumps({"choices": [{"message": {"content": reply}}]}).encode()
+            body = answers.pop(0).encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -477,8 +488,11 @@ def test_the_llm_judge_asks_the_router_and_its_reply_is_read(config, tokenizer):
         data = fake_batch([ids_of(tokenizer, ENDED[:6] + ["."])], [NOTE],
                           ground_truths=["name Felix; city Paris."])
         rm_scores, _ = scored(span, data)
+        no_answer, outputs = scored(span, data)  # the error: no span, counted
     finally:
         server.shutdown()
+    assert torch.equal(no_answer, torch.zeros_like(no_answer))
+    assert outputs[0]["reward_extra_info"]["unparsed"] == 1
     assert torch.allclose(rm_scores[0, :8], torch.tensor(
         [0, -1, 0, 0, 0.5 * sigmoid(9), 0.5 * sigmoid(8.75), 0, 0]), atol=1e-6)
     path, request = asked[0]

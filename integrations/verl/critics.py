@@ -57,4 +57,8 @@ def llm_judge(prompt, response, ground_truth=None, router=None, timeout=300):
                                   data=json.dumps(request).encode(),
                                   headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(post, timeout=timeout) as answer:
-        return json.load(answer)["choices"][0]["message"]["content"]
+        body = answer.read()
+    try:
+        return json.loads(body)["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):  # an error page, not a chat completion
+        raise OSError(f"the router answered no chat completion: {body[:80]!r}") from None

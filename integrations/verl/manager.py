@@ -13,7 +13,7 @@ beta KL_t off itself (algorithm.use_kl_in_reward), as ppo.token_rewards does in 
 
 A judge that does not answer, or answers with no annotation, quotes no span: the row is the core's
 for no span (0, and the missing-EOS penalty of a cut response), counted as `unparsed` in what verl
-logs. A response has ended when its last id is a stop token (an EOS inside a cut one is not).
+logs; a critic's own error (a prompt it cannot read: the wrong dataset) ends the run. A response has ended when its last id is a stop token (an EOS inside a cut one is not).
 
 Offsets come from the sampled ids' bytes, never from re-encoding the text: a policy may sample ids
 that encode() would not produce, and an offset mapping of the re-encoded text then numbers other
@@ -116,13 +116,18 @@ class SpanRewardManager(RewardManagerBase):
 
     def score(self, prompt, ids, ground_truth):
         """(row, stats) for one response, ids (L,) as sampled, its EOS included if it has one."""
+        if not ids:  # no token to reward
+            return [], {"span_reward": 0.0, "unaligned": 0, "unparsed": 0}
         pieces = token_bytes(self.tokenizer, ids)
         text = b"".join(pieces).decode("utf-8", "replace")  # what char_offsets counts in
-        try:  # a judge that did not answer, or not in the annotation format: no span, counted
-            reply = parse_reply(self.compute_score(prompt=prompt, response=text,
-                                                   ground_truth=ground_truth, router=self.router))
-            unparsed = 0
-        except (ValueError, OSError):
+        try:  # the critic's own errors (a prompt it cannot read) end the run; a judge that did
+            critique = self.compute_score(prompt=prompt, response=text,  # not answer: no reply
+                                          ground_truth=ground_truth, router=self.router)
+        except OSError:
+            critique = ""
+        try:  # no reply, or not in the annotation format: no span, counted
+            reply, unparsed = parse_reply(critique), 0
+        except ValueError:
             reply, unparsed = {"textual_feedback": "", "good_spans": [], "poor_spans": []}, 1
         delta, stats = align(text, char_offsets(pieces), reply)                 # a special: 0
         mask = torch.ones(1, len(ids))                                          # (1, L)
